@@ -1,0 +1,1 @@
+"""The `proctor` command line: one module per command, each parses and delegates."""

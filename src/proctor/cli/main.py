@@ -1,0 +1,67 @@
+"""Entry point of the `proctor` console script: dispatches to one module per command.
+
+Each command module exposes `run(argv: list[str]) -> int`. Modules are imported lazily so
+`proctor --help` and light commands start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+from proctor.errors import ProctorError
+
+# command name -> (module under proctor.cli, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("eval_cmd", "Run an environment against a model and write a run directory."),
+    "envs": ("envs_cmd", "List the installed environments."),
+    "demo-model": ("demo_model_cmd", "Serve the scripted demo model over OpenAI-compatible HTTP."),
+    "runs": ("runs_cmd", "Work with local run directories (sync unsent samples)."),
+    "server": ("server_cmd", "Run the platform server (REST API + dashboard)."),
+    "keys": ("keys_cmd", "Create, list and revoke API keys."),
+    "teams": ("teams_cmd", "Create teams and manage their members."),
+    "launcher": ("launcher_cmd", "Run the hosted-evaluation launcher as its own process."),
+    "hosted": ("hosted_cmd", "Start, follow and cancel hosted evaluations."),
+    "evals": ("evals_cmd", "List and show evaluations on the platform."),
+    "quickstart": ("quickstart_cmd", "Start a server, the demo model and one hosted eval."),
+}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: proctor COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `proctor COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one proctor command and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if args[0] == "--version":
+        from proctor import __version__
+
+        print(f"proctor {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"proctor: unknown command {name!r}; run `proctor --help` for the list.", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"proctor.cli.{COMMANDS[name][0]}")
+    try:
+        return int(module.run(rest))
+    except ProctorError as e:
+        logging.getLogger("proctor").debug("command failed", exc_info=True)
+        print(f"proctor {name}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"proctor {name}: interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
