@@ -1,0 +1,1 @@
+"""The evaluation engine: config, scheduler, run directory, resume, progress view."""
