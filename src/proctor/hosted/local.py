@@ -1,0 +1,235 @@
+"""The `local` sandbox backend: one subprocess per evaluation, in its own process group.
+
+The command runs under `/bin/sh` in a working directory under the data dir, with stdout and
+stderr captured to a log file. A small shell wrapper writes the command's exit code to a
+file, so a launcher that restarted (and so is no longer the parent) still learns how a
+re-adopted sandbox ended. Processes are told apart from a reused pid by their start time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Literal
+
+import psutil
+
+from proctor.errors import ConfigError
+from proctor.hosted.sandbox import (
+    BackendName,
+    SandboxHandle,
+    SandboxSpec,
+    SandboxState,
+    read_tail,
+)
+
+logger = logging.getLogger(__name__)
+
+Isolation = Literal["none", "bwrap"]
+
+# Only these variables of the launcher's own environment reach a sandbox: the launcher may
+# hold a database URL or an admin key, and a sandbox must see only what its spec gives it.
+_INHERITED = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "USER",
+    "LOGNAME",
+)
+
+
+def base_environment() -> dict[str, str]:
+    """The harmless part of the launcher's environment that every sandbox inherits."""
+    return {k: v for k, v in os.environ.items() if k in _INHERITED}
+
+
+def _wrapped(command: str, exit_path: Path) -> str:
+    # The subshell keeps the command's own `exit` from skipping the exit-code record.
+    return (
+        f"(\n{command}\n)\nrc=$?\n"
+        f'printf \'%s\\n\' "$rc" > {shlex.quote(str(exit_path))}\nexit "$rc"\n'
+    )
+
+
+class LocalSandbox:
+    """Runs sandboxes as local process groups.
+
+    Args:
+        isolation: `"bwrap"` runs each sandbox under bubblewrap (read-only root, private
+            /tmp and pid namespace, writable working dir); `"none"` runs it directly.
+    """
+
+    name: BackendName = "local"
+
+    def __init__(self, *, isolation: Isolation = "none") -> None:
+        if isolation == "bwrap" and shutil.which("bwrap") is None:
+            raise ConfigError("--sandbox-isolation bwrap needs bubblewrap; install `bwrap`.")
+        self.isolation = isolation
+        # Our own children, so their exit codes are collected and no zombie is left.
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, spec: SandboxSpec) -> SandboxHandle:
+        """Start the command in a new session (its own process group)."""
+        if spec.workdir is None or spec.log_path is None:
+            raise ValueError("the local backend needs a workdir and a log path")
+        workdir, log_path = spec.workdir, spec.log_path
+        workdir.mkdir(parents=True, exist_ok=True)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        exit_path = log_path.parent / "exit_code"
+        exit_path.unlink(missing_ok=True)
+        argv = ["/bin/sh", "-c", _wrapped(spec.command, exit_path)]
+        if self.isolation == "bwrap":
+            argv = self._bwrap(workdir, log_path.parent) + argv
+        env = {**base_environment(), **spec.env, "EVALUATION_ID": spec.evaluation_id}
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._children[proc.pid] = proc
+        try:
+            started_at = psutil.Process(proc.pid).create_time()
+        except psutil.Error:
+            started_at = 0.0  # already gone; poll reads the exit code from the child
+        logger.info("started local sandbox pid %d for %s", proc.pid, spec.evaluation_id)
+        return SandboxHandle(
+            backend="local",
+            ref=str(proc.pid),
+            started_at=started_at,
+            log_path=str(log_path),
+            exit_path=str(exit_path),
+        )
+
+    def _bwrap(self, workdir: Path, sandbox_dir: Path) -> list[str]:
+        return [
+            "bwrap",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(sandbox_dir),
+            str(sandbox_dir),
+            "--bind",
+            str(workdir),
+            str(workdir),
+            "--unshare-pid",
+            "--die-with-parent",
+            "--chdir",
+            str(workdir),
+            "--",
+        ]
+
+    def _alive(self, handle: SandboxHandle) -> bool:
+        """Whether the handle's process still exists (and is not a pid reused by another)."""
+        pid = int(handle.ref)
+        child = self._children.get(pid)
+        if child is not None:
+            return child.poll() is None
+        try:
+            proc = psutil.Process(pid)
+            if handle.started_at and abs(proc.create_time() - handle.started_at) > 0.01:
+                return False
+            return proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def adoptable(self, handle: SandboxHandle) -> bool:
+        """Whether a sandbox started by an earlier launcher is still the same live process."""
+        return self._alive(handle)
+
+    def poll(self, handle: SandboxHandle) -> SandboxState:
+        """Running, or the exit code (from our child, else from the wrapper's file)."""
+        pid = int(handle.ref)
+        child = self._children.get(pid)
+        if child is not None and child.poll() is not None:
+            self._children.pop(pid, None)
+            return SandboxState(running=False, exit_code=_exit_code(child.returncode))
+        if self._alive(handle):
+            return SandboxState(running=True)
+        if handle.exit_path:
+            try:
+                return SandboxState(
+                    running=False, exit_code=int(Path(handle.exit_path).read_text())
+                )
+            except (OSError, ValueError):
+                pass
+        return SandboxState(
+            running=False, detail="the sandbox process is gone without an exit code"
+        )
+
+    def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
+        """The tail of the captured log file."""
+        return read_tail(Path(handle.log_path), tail_bytes) if handle.log_path else ""
+
+    def stop(self, handle: SandboxHandle, *, grace_seconds: float = 5.0) -> None:
+        """SIGTERM the whole process group, then SIGKILL whatever is left after the grace."""
+        pid = int(handle.ref)
+        if not self._alive(handle) and not _group_exists(pid):
+            self._reap(pid)
+            return
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            self._reap(pid)
+            if not _group_exists(pid):
+                return
+            time.sleep(0.05)
+        logger.info("sandbox pid %d outlived its grace period; killing its group", pid)
+        _signal_group(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and _group_exists(pid):
+            self._reap(pid)
+            time.sleep(0.02)
+        self._reap(pid)
+
+    def _reap(self, pid: int) -> None:
+        child = self._children.get(pid)
+        if child is not None:
+            child.poll()
+
+
+def _exit_code(returncode: int) -> int:
+    # Popen reports death by signal N as -N; shells report it as 128 + N.
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_exists(pgid: int) -> bool:
+    """Whether any non-zombie process is left in the process group."""
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False

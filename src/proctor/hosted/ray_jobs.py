@@ -1,0 +1,109 @@
+"""The `ray` sandbox backend: each sandbox is a Ray job submitted through the job API.
+
+The entrypoint is the same shell command the local backend runs; environment variables
+(secrets included) travel in `runtime_env.env_vars`, never in the entrypoint. Logs, status
+and the driver's exit code come from the job API, and stopping goes through it too.
+Needs the optional extra: `pip install 'proctor[ray]'`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from proctor.errors import ConfigError, PlatformError
+from proctor.hosted.sandbox import BackendName, SandboxHandle, SandboxSpec, SandboxState, tail_text
+
+logger = logging.getLogger(__name__)
+
+_TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+class RaySandboxError(PlatformError):
+    """The Ray cluster refused a request or could not be reached."""
+
+
+class RaySandbox:
+    """Runs sandboxes as jobs on a Ray cluster.
+
+    Args:
+        address: the cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`.
+    """
+
+    name: BackendName = "ray"
+
+    def __init__(self, address: str) -> None:
+        try:
+            from ray.job_submission import JobSubmissionClient
+        except ImportError as e:
+            raise ConfigError(
+                "The ray sandbox needs Ray; install it with `pip install 'proctor[ray]'`."
+            ) from e
+        self.address = address
+        try:
+            self._client: Any = JobSubmissionClient(address)
+        except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            raise RaySandboxError(
+                f"Cannot reach the Ray job API at {address}; check --ray-address ({e})."
+            ) from e
+
+    def start(self, spec: SandboxSpec) -> SandboxHandle:
+        """Submit the command as a job; its env vars go only through `runtime_env`."""
+        submission_id = f"proctor-{spec.evaluation_id}-{uuid.uuid4().hex[:8]}"
+        env = {**spec.env, "EVALUATION_ID": spec.evaluation_id}
+        try:
+            self._client.submit_job(
+                entrypoint=spec.command,
+                submission_id=submission_id,
+                runtime_env={"env_vars": env},
+                metadata={"evaluation_id": spec.evaluation_id, "launcher": "proctor"},
+            )
+        except Exception as e:
+            raise RaySandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e
+        logger.info("submitted Ray job %s for %s", submission_id, spec.evaluation_id)
+        return SandboxHandle(backend="ray", ref=submission_id)
+
+    def adoptable(self, handle: SandboxHandle) -> bool:
+        """Whether the job is still known to the cluster and not finished."""
+        try:
+            return str(self._client.get_job_status(handle.ref)) not in _TERMINAL
+        except Exception:
+            return False
+
+    def poll(self, handle: SandboxHandle) -> SandboxState:
+        """Running while the job is pending or running; else the driver's exit code."""
+        try:
+            info = self._client.get_job_info(handle.ref)
+        except Exception as e:
+            return SandboxState(running=False, detail=f"the Ray job is unknown: {e}")
+        status = str(getattr(info.status, "value", info.status))
+        if status not in _TERMINAL:
+            return SandboxState(running=True)
+        code = info.driver_exit_code
+        if code is None:
+            code = 0 if status == "SUCCEEDED" else None
+        return SandboxState(running=False, exit_code=code, detail=info.message or None)
+
+    def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
+        """The job's driver log so far, cut to its tail."""
+        try:
+            text = self._client.get_job_logs(handle.ref)
+        except Exception:
+            return ""
+        return tail_text(str(text).encode("utf-8", errors="replace"), tail_bytes)
+
+    def stop(self, handle: SandboxHandle, *, grace_seconds: float = 5.0) -> None:
+        """Ask Ray to stop the job (it SIGTERMs, then kills) and wait until it has stopped."""
+        try:
+            self._client.stop_job(handle.ref)
+        except Exception as e:
+            logger.warning("stopping Ray job %s failed: %s", handle.ref, e)
+            return
+        deadline = time.monotonic() + grace_seconds + 30.0
+        while time.monotonic() < deadline:
+            if not self.poll(handle).running:
+                return
+            time.sleep(0.2)
+        logger.warning("Ray job %s did not stop within %.0fs", handle.ref, grace_seconds + 30)

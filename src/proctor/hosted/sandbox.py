@@ -1,0 +1,120 @@
+"""The sandbox backend interface: start a command, poll it, read its log, stop it.
+
+A sandbox runs one hosted evaluation's command (a shell command line) with its own
+environment variables. Backends are small and stateless enough that a launcher restarted
+from scratch can pick up a sandbox again from its `SandboxHandle`, which is plain JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+BackendName = Literal["local", "ray"]
+
+TRUNCATION_MARKER = "[... earlier output cut: showing the last {n} bytes ...]\n"
+"""The line put in front of a log that was cut to its tail."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to run in a sandbox."""
+
+    evaluation_id: str
+    """The evaluation this sandbox works for (also in its environment as EVALUATION_ID)."""
+    command: str
+    """A POSIX shell command line; values in it are already shell-quoted."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables for the sandbox; secrets go here and nowhere else."""
+    workdir: Path | None = None
+    """The sandbox's working directory (the local backend creates it)."""
+    log_path: Path | None = None
+    """Where the local backend captures stdout and stderr."""
+
+
+@dataclass(frozen=True)
+class SandboxHandle:
+    """Everything needed to find a sandbox again, even from another launcher process."""
+
+    backend: BackendName
+    """Which backend started it."""
+    ref: str
+    """The backend's id for it: a process id (local) or a Ray job submission id (ray)."""
+    started_at: float = 0.0
+    """The process start time (local), to tell a reused pid from ours."""
+    log_path: str | None = None
+    """The captured log file (local)."""
+    exit_path: str | None = None
+    """The file the local wrapper writes the command's exit code to."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The handle as a JSON object, for storing with the evaluation."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SandboxHandle:
+        """Rebuild a handle stored by `to_json`."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    """A sandbox's state as seen by `poll`."""
+
+    running: bool
+    """Whether the command is still running (or queued to run)."""
+    exit_code: int | None = None
+    """The command's exit code once it has ended; None if it cannot be known (lost)."""
+    detail: str | None = None
+    """A short note from the backend, e.g. why the exit code is unknown."""
+
+
+class SandboxBackend(Protocol):
+    """A place to run sandboxes: local processes or a Ray cluster."""
+
+    name: BackendName
+
+    def start(self, spec: SandboxSpec) -> SandboxHandle:
+        """Start the command; returns once it has been handed to the backend."""
+        ...
+
+    def poll(self, handle: SandboxHandle) -> SandboxState:
+        """Whether the sandbox still runs, or how it ended."""
+        ...
+
+    def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
+        """The sandbox's output so far, cut to its last `tail_bytes` with a marker line."""
+        ...
+
+    def stop(self, handle: SandboxHandle, *, grace_seconds: float = 5.0) -> None:
+        """Stop the sandbox: ask politely, then kill after the grace period."""
+        ...
+
+
+def tail_text(data: bytes, tail_bytes: int) -> str:
+    """Decode `data`, keeping only its last `tail_bytes` behind a marker line when cut."""
+    if len(data) <= tail_bytes:
+        return data.decode("utf-8", errors="replace")
+    cut = data[-tail_bytes:]
+    # Start at a line boundary so the first line shown is whole.
+    newline = cut.find(b"\n")
+    if 0 <= newline < len(cut) - 1:
+        cut = cut[newline + 1 :]
+    return TRUNCATION_MARKER.format(n=len(cut)) + cut.decode("utf-8", errors="replace")
+
+
+def read_tail(path: Path, tail_bytes: int) -> str:
+    """The tail of a log file (empty when it does not exist yet)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            # One extra KiB so `tail_text` can drop a partial first line and still cut.
+            f.seek(max(0, size - tail_bytes - 1024))
+            data = f.read()
+    except FileNotFoundError:
+        return ""
+    if size <= tail_bytes:
+        return data.decode("utf-8", errors="replace")
+    return tail_text(data, tail_bytes)

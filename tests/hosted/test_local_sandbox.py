@@ -1,0 +1,144 @@
+"""The local sandbox backend drives real process groups."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from proctor.hosted.local import LocalSandbox
+from proctor.hosted.sandbox import TRUNCATION_MARKER, SandboxHandle, SandboxSpec, SandboxState
+
+
+def _spec(tmp_path: Path, command: str, **env: str) -> SandboxSpec:
+    return SandboxSpec(
+        evaluation_id="ev-1",
+        command=command,
+        env=dict(env),
+        workdir=tmp_path / "work",
+        log_path=tmp_path / "logs" / "sandbox.log",
+    )
+
+
+def _wait_exit(backend: LocalSandbox, handle: SandboxHandle, timeout: float = 20) -> SandboxState:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = backend.poll(handle)
+        if not state.running:
+            return state
+        time.sleep(0.05)
+    raise AssertionError("sandbox did not exit")
+
+
+def test_runs_command_with_env_and_captures_output(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    os.environ["PROCTOR_TEST_LAUNCHER_SECRET"] = "launcher-only"
+    try:
+        handle = backend.start(
+            _spec(
+                tmp_path,
+                'echo "id=$EVALUATION_ID key=$MY_KEY l=${PROCTOR_TEST_LAUNCHER_SECRET:-}"; '
+                "pwd; echo oops >&2",
+                MY_KEY="s3cret",
+            )
+        )
+    finally:
+        del os.environ["PROCTOR_TEST_LAUNCHER_SECRET"]
+    state = _wait_exit(backend, handle)
+    assert state == SandboxState(running=False, exit_code=0)
+    logs = backend.logs(handle)
+    # The spec's env reaches the command; the launcher's own variables do not.
+    assert "id=ev-1 key=s3cret l=\n" in logs
+    assert str(tmp_path / "work") in logs
+    assert "oops" in logs
+
+
+def test_exit_code_is_reported(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    handle = backend.start(_spec(tmp_path, "echo bye; exit 3"))
+    assert _wait_exit(backend, handle).exit_code == 3
+
+
+def test_readopted_sandbox_reports_exit_code_from_a_new_backend(tmp_path: Path) -> None:
+    first = LocalSandbox()
+    handle = first.start(_spec(tmp_path, "sleep 0.5; exit 7"))
+    # A fresh backend (a restarted launcher) is not the parent: it sees the pid, then the file.
+    second = LocalSandbox()
+    restored = SandboxHandle.from_json(handle.to_json())
+    assert second.adoptable(restored)
+    assert second.poll(restored).running
+    first.poll(handle)  # the original parent reaps its child, as a dying launcher's init would
+    deadline = time.monotonic() + 20
+    while second.poll(restored).running and time.monotonic() < deadline:
+        first.poll(handle)
+        time.sleep(0.05)
+    assert second.poll(restored).exit_code == 7
+    assert not second.adoptable(restored)
+
+
+def test_a_reused_pid_is_not_adopted(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    me = psutil.Process(os.getpid())
+    # Our own pid with a different start time stands in for a pid the OS gave to someone else.
+    stale = SandboxHandle(backend="local", ref=str(me.pid), started_at=me.create_time() - 100)
+    assert not backend.adoptable(stale)
+    state = backend.poll(stale)
+    assert not state.running and state.exit_code is None and state.detail
+
+
+def test_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    # A grandchild that ignores SIGTERM: only the group SIGKILL after the grace reaches it.
+    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    handle = backend.start(_spec(tmp_path, f"{sys.executable} -c '{script}' & wait"))
+    pid = int(handle.ref)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        members = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
+        if len(members) >= 2:
+            break
+        time.sleep(0.05)
+    assert len(members) >= 2
+    backend.stop(handle, grace_seconds=0.5)
+    alive = [p for p in psutil.process_iter() if _pgid(p.pid) == pid and p.status() != "zombie"]
+    assert alive == []
+    state = backend.poll(handle)
+    assert not state.running
+
+
+def test_logs_are_cut_to_a_tail_with_a_marker(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    handle = backend.start(
+        _spec(tmp_path, "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done")
+    )
+    _wait_exit(backend, handle)
+    full = backend.logs(handle)
+    assert full.startswith("line-0\n") and full.endswith("line-1999\n")
+    tail = backend.logs(handle, tail_bytes=100)
+    assert tail.startswith(TRUNCATION_MARKER.split("{")[0])
+    assert tail.endswith("line-1999\n")
+    assert "line-0\n" not in tail
+    assert len(tail) < 200
+
+
+def test_bwrap_isolation_runs_the_command(tmp_path: Path) -> None:
+    if subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True).returncode:
+        pytest.skip("bubblewrap cannot create namespaces on this machine")
+    backend = LocalSandbox(isolation="bwrap")
+    handle = backend.start(_spec(tmp_path, "echo inside > here.txt; cat here.txt; touch /etc/nope"))
+    state = _wait_exit(backend, handle)
+    logs = backend.logs(handle)
+    assert "inside" in logs
+    assert state.exit_code != 0  # the root is read-only inside the sandbox
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
