@@ -69,7 +69,7 @@ def test_readopted_sandbox_reports_exit_code_from_a_new_backend(tmp_path: Path) 
     handle = first.start(_spec(tmp_path, "sleep 0.5; exit 7"))
     # A fresh backend (a restarted launcher) is not the parent: it sees the pid, then the file.
     second = LocalSandbox()
-    restored = SandboxHandle.from_json(handle.to_json())
+    restored = SandboxHandle.from_token("local", handle.token(), log_path=handle.log_path)
     assert second.adoptable(restored)
     assert second.poll(restored).running
     first.poll(handle)  # the original parent reaps its child, as a dying launcher's init would

@@ -117,7 +117,6 @@ class LocalSandbox:
             ref=str(proc.pid),
             started_at=started_at,
             log_path=str(log_path),
-            exit_path=str(exit_path),
         )
 
     def _bwrap(self, workdir: Path, sandbox_dir: Path) -> list[str]:
@@ -172,11 +171,10 @@ class LocalSandbox:
             return SandboxState(running=False, exit_code=_exit_code(child.returncode))
         if self._alive(handle):
             return SandboxState(running=True)
-        if handle.exit_path:
+        if handle.log_path:
             try:
-                return SandboxState(
-                    running=False, exit_code=int(Path(handle.exit_path).read_text())
-                )
+                code = int((Path(handle.log_path).parent / "exit_code").read_text())
+                return SandboxState(running=False, exit_code=code)
             except (OSError, ValueError):
                 pass
         return SandboxState(

@@ -7,9 +7,9 @@ from scratch can pick up a sandbox again from its `SandboxHandle`, which is plai
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 BackendName = Literal["local", "ray"]
 
@@ -44,18 +44,19 @@ class SandboxHandle:
     started_at: float = 0.0
     """The process start time (local), to tell a reused pid from ours."""
     log_path: str | None = None
-    """The captured log file (local)."""
-    exit_path: str | None = None
-    """The file the local wrapper writes the command's exit code to."""
+    """The captured log file (local); the wrapper's exit-code file lies beside it."""
 
-    def to_json(self) -> dict[str, Any]:
-        """The handle as a JSON object, for storing with the evaluation."""
-        return asdict(self)
+    def token(self) -> str:
+        """The handle as one short string, for storing with the evaluation."""
+        return f"{self.ref}@{self.started_at!r}" if self.backend == "local" else self.ref
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SandboxHandle:
-        """Rebuild a handle stored by `to_json`."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+    def from_token(cls, backend: BackendName, token: str, *, log_path: str | None) -> SandboxHandle:
+        """Rebuild a handle stored by `token`."""
+        if backend == "local":
+            ref, _, started = token.partition("@")
+            return cls(backend, ref, float(started or 0.0), log_path)
+        return cls(backend, token, 0.0, log_path)
 
 
 @dataclass(frozen=True)
