@@ -1,0 +1,39 @@
+"""Environments: tasks, conversation drivers, reward functions and metrics.
+
+    env = load_environment("alphabet-sort")
+    tasks = env.taskset.select(10)
+    episode = await env.rollout(tasks[0], client, episode_id="ep-1", rollout_number=1)
+
+Build your own from the same parts the built-ins use (see `proctor.envs.builtin`): a
+`Taskset` of `Task`s, a driver (`SingleTurnEnv`, `MultiTurnEnv`, `ToolEnv`) and a rubric of
+`@reward` / `@metric` functions; publish it under the `proctor.environments` entry point.
+"""
+
+from proctor.envs._environment import Environment, EnvironmentInfo, SingleTurnEnv
+from proctor.envs._episode import Episode
+from proctor.envs._multiturn import MultiTurnEnv, ScriptedUser
+from proctor.envs._registry import list_environments, load_environment
+from proctor.envs._scoring import ScoreFunction, extract_tag, last_response, metric, reward
+from proctor.envs._task import Task, Taskset
+from proctor.envs._tools import Tool, ToolCallError, ToolEnv
+
+__all__ = [
+    "Environment",
+    "EnvironmentInfo",
+    "Episode",
+    "MultiTurnEnv",
+    "ScoreFunction",
+    "ScriptedUser",
+    "SingleTurnEnv",
+    "Task",
+    "Taskset",
+    "Tool",
+    "ToolCallError",
+    "ToolEnv",
+    "extract_tag",
+    "last_response",
+    "list_environments",
+    "load_environment",
+    "metric",
+    "reward",
+]

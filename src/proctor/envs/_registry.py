@@ -1,0 +1,94 @@
+"""Finding environments: the `proctor.environments` entry-point group.
+
+A package offers an environment by declaring, in its `pyproject.toml`,
+
+    [project.entry-points."proctor.environments"]
+    my-env = "my_package.my_env:load_environment"
+
+where `load_environment(**env_args) -> Environment`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from proctor.envs._environment import Environment, EnvironmentInfo
+from proctor.errors import ConfigError, EnvironmentNotFound
+
+logger = logging.getLogger(__name__)
+
+GROUP = "proctor.environments"
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def _check_arguments(name: str, factory: Any, env_args: dict[str, Any]) -> None:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = sorted(set(env_args) - set(accepted))
+    if unknown:
+        takes = ", ".join(accepted) if accepted else "no arguments"
+        raise ConfigError(
+            f"environment {name} has no argument {', '.join(unknown)}; it takes: {takes}."
+        )
+
+
+def load_environment(name: str, **env_args: Any) -> Environment:
+    """Load the installed environment `name`, passing it `env_args`.
+
+    Raises:
+        EnvironmentNotFound: nothing of that name is installed (the message lists what is).
+        ConfigError: the environment failed to load or rejected its arguments.
+    """
+    eps = _entry_points()
+    ep = eps.get(name)
+    if ep is None:
+        installed = ", ".join(sorted(eps)) or "none"
+        raise EnvironmentNotFound(
+            f"no environment named {name!r} is installed (installed: {installed}); "
+            "pick one of those or install the package that provides it."
+        )
+    try:
+        factory = ep.load()
+    except Exception as e:
+        raise ConfigError(
+            f"environment {name} could not be imported from {ep.value} ({type(e).__name__}: "
+            f"{e}); reinstall the package that provides it."
+        ) from e
+    _check_arguments(name, factory, env_args)
+    try:
+        env = factory(**env_args)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"environment {name} rejected its arguments: {e}") from e
+    if not isinstance(env, Environment):
+        raise ConfigError(
+            f"{ep.value} returned {type(env).__name__}, not an Environment; fix that package."
+        )
+    return env
+
+
+def list_environments() -> list[EnvironmentInfo]:
+    """Every installed environment, sorted by name, loaded with its default arguments.
+
+    One that fails to load is listed with kind `broken` and the reason as its description.
+    """
+    infos: list[EnvironmentInfo] = []
+    for name, ep in sorted(_entry_points().items()):
+        try:
+            info = load_environment(name).info()
+        except Exception as e:
+            logger.warning("environment %s failed to load: %s", name, e)
+            infos.append(EnvironmentInfo(name, f"failed to load: {e}", "broken", None, ep.value))
+            continue
+        infos.append(EnvironmentInfo(info.name, info.description, info.kind, info.size, ep.value))
+    return infos
