@@ -1,0 +1,212 @@
+"""Turn `proctor eval` arguments into an `EvalConfig`.
+
+The flags are generated from the pydantic model, so a new field is a new flag: nested
+fields become dotted flags (`--client.base-url`, also spelled `--client.base_url`), booleans
+get `--x/--no-x`, dicts and lists take JSON. `@ file.toml` (or `@file.toml`) loads a file
+first; flags given on the command line win over it. Every mistake becomes one `ConfigError`
+line naming the flag and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import BaseModel, ValidationError
+
+from proctor.errors import ConfigError
+from proctor.eval.config import EvalConfig
+from proctor.eval.toml_io import read_toml
+
+SHORT_FLAGS = {
+    "num_examples": "-n",
+    "rollouts_per_example": "-r",
+    "max_concurrent": "-c",
+    "model": "-m",
+    "output_dir": "-o",
+    "verbose": "-v",
+}
+
+HELP_HINT = "run `proctor eval --help` for the options"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message}; {HELP_HINT}")
+
+
+def parse_eval_args(argv: list[str]) -> EvalConfig:
+    """Build the config from `@ file.toml` (optional) and flags.
+
+    Raises:
+        ConfigError: an unknown flag, a bad value, an unreadable file.
+    """
+    argv, files = _split_config_files(argv)
+    data: dict[str, Any] = {}
+    for path in files:
+        _merge(data, _normalise_keys(read_toml(path), EvalConfig))
+    namespace = build_parser().parse_args(argv)
+    flags: dict[str, Any] = {}
+    for dest, value in vars(namespace).items():
+        _set_dotted(flags, dest.split("."), value)
+    _merge(data, flags)
+    if "env" not in data:
+        raise ConfigError(
+            "name the environment to evaluate, e.g. `proctor eval alphabet-sort` "
+            "(`proctor envs list` shows the installed ones)"
+        )
+    try:
+        return EvalConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe_validation_error(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse front, one option per config field (the help text is each docstring)."""
+    parser = _Parser(
+        prog="proctor eval",
+        description="Run an environment against a model and write a run directory.",
+        epilog="Settings can also come from a TOML file: proctor eval @ file.toml [flags]. "
+        'Dict and list values take JSON, e.g. --client.headers \'{"X-Team": "a"}\'.',
+        allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument("env", nargs="?", help=_doc(EvalConfig, "env"), metavar="ENV")
+    _add_model_flags(parser, EvalConfig, prefix="")
+    return parser
+
+
+def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], prefix: str) -> None:
+    for name, field in model.model_fields.items():
+        if name == "env" or (field.json_schema_extra or {}).get("cli") is False:  # type: ignore[union-attr]
+            continue
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            _add_model_flags(parser, annotation, prefix=f"{prefix}{name}.")
+            continue
+        names = [f"--{prefix}{name.replace('_', '-')}"]
+        if "_" in name:
+            names.append(f"--{prefix}{name}")
+        if not prefix and name in SHORT_FLAGS:
+            names.insert(0, SHORT_FLAGS[name])
+        kind = _kind(annotation)
+        help_ = _doc(model, name)
+        dest = f"{prefix}{name}"
+        if kind is bool:
+            if name == "verbose":
+                parser.add_argument(*names, dest=dest, action="store_true", help=help_)
+            else:
+                parser.add_argument(
+                    *names, dest=dest, action=argparse.BooleanOptionalAction, help=help_
+                )
+        elif kind in (dict, list):
+            parser.add_argument(*names, dest=dest, type=_json_value, metavar="JSON", help=help_)
+        else:
+            parser.add_argument(*names, dest=dest, metavar=name.upper(), help=help_)
+
+
+def _kind(annotation: Any) -> Any:
+    """The base type of `X | None`, `dict[...]`, `list[...]`."""
+    origin = typing.get_origin(annotation)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _kind(args[0]) if len(args) == 1 else str
+    return origin or annotation
+
+
+def _doc(model: type[BaseModel], name: str) -> str:
+    description = model.model_fields[name].description or ""
+    return " ".join(description.split()).replace("%", "%%")
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected JSON, got {text!r}") from None
+
+
+def _split_config_files(argv: list[str]) -> tuple[list[str], list[Path]]:
+    rest: list[str] = []
+    files: list[Path] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "@":
+            path = next(args, None)
+            if path is None:
+                raise ConfigError("`@` must be followed by a TOML file, e.g. `@ eval.toml`")
+            files.append(Path(path))
+        elif arg.startswith("@") and len(arg) > 1:
+            files.append(Path(arg[1:]))
+        else:
+            rest.append(arg)
+    return rest, files
+
+
+def _normalise_keys(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Accept kebab-case keys in files; recurse into sub-model tables only."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        field = model.model_fields.get(name)
+        if field is None:
+            out[key] = value  # left for validation to reject with the key's own name
+            continue
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict):
+            value = _normalise_keys(value, sub)
+        out[name] = value
+    return out
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict) and key != "env_args":
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _set_dotted(data: dict[str, Any], path: list[str], value: Any) -> None:
+    for part in path[:-1]:
+        data = data.setdefault(part, {})
+    data[path[-1]] = value
+
+
+def flag_name(loc: tuple[int | str, ...]) -> str:
+    """The flag spelling of a config location, e.g. `-n/--num-examples`, `--client.timeout`."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "env_args":
+        return "--env-args"
+    dotted = ".".join(p.replace("_", "-") for p in parts[:2])
+    if len(parts) == 1 and parts[0] in SHORT_FLAGS:
+        return f"{SHORT_FLAGS[parts[0]]}/--{dotted}"
+    return f"--{dotted}"
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line for the first problem pydantic found, phrased as a fix."""
+    first = error.errors(include_url=False)[0]
+    flag = flag_name(first["loc"])
+    kind = first["type"]
+    ctx = first.get("ctx") or {}
+    given = first.get("input")
+    if kind == "greater_than_equal":
+        return f"{flag} must be at least {ctx['ge']} (got {given})"
+    if kind == "greater_than":
+        return f"{flag} must be greater than {ctx['gt']} (got {given})"
+    if kind == "less_than_equal":
+        return f"{flag} must be at most {ctx['le']} (got {given})"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"{flag} must be a whole number (got {given!r})"
+    if kind in ("float_parsing", "float_type"):
+        return f"{flag} must be a number (got {given!r})"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"{flag} must be true or false (got {given!r})"
+    if kind == "extra_forbidden":
+        return f"unknown setting {'.'.join(map(str, first['loc']))}; remove it ({HELP_HINT})"
+    return f"{flag}: {first['msg'].lower()} (got {given!r}); fix the value"

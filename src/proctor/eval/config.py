@@ -1,0 +1,99 @@
+"""`EvalConfig`: everything one `proctor eval` needs, filled from a TOML file and flags."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.models.config import ClientConfig, SamplingConfig
+
+INVOCATION_FIELDS = frozenset({"resume", "clean", "dry_run", "rich", "verbose"})
+"""How this invocation behaves, not what the run is: left out of the saved config.toml."""
+
+RESUME_FIELDS = ("env", "env_args", "num_examples", "rollouts_per_example", "model", "sampling")
+"""What must match the saved config for `--resume` to continue a run."""
+
+
+class RunConfig(BaseModel):
+    """The run's identity and where it lives."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str | None = None
+    """Name of the run (default: `<env>--<model>--<short id>`)."""
+    dir: str | None = None
+    """Directory of the run under the output directory (default: the run name)."""
+    attach: str | None = None
+    """Log to this existing platform evaluation instead of opening a new one."""
+    id: str | None = Field(default=None, json_schema_extra={"cli": False})
+    """Set by the engine: the platform run's id (read-only)."""
+
+
+class EvalConfig(BaseModel):
+    """One evaluation: which environment, which model, how many rollouts, where results go."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    env: str
+    """Name of the environment to evaluate (see `proctor envs list`)."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment's loader (TOML table or JSON object)."""
+    num_examples: int | None = Field(default=None, ge=1)
+    """Number of tasks to evaluate (default: the whole taskset; required for infinite ones)."""
+    rollouts_per_example: int = Field(default=1, ge=1)
+    """Rollouts per task."""
+    max_concurrent: int = Field(default=128, ge=1)
+    """Episodes kept in flight at once."""
+    model: str = "demo"
+    """Model name sent to the endpoint."""
+    output_dir: str = "outputs"
+    """Directory holding run directories."""
+    push: bool = True
+    """Log episodes to the platform (`--no-push` keeps the run local)."""
+    serve: bool = False
+    """Run environments in a separate server process (not available yet: in-process only)."""
+    rich: bool = True
+    """Show the live progress view when stderr is a terminal (`--no-rich`: plain log lines)."""
+    verbose: bool = False
+    """Log debug detail (each retry, each episode)."""
+    resume: bool = False
+    """Continue the run in the run directory: re-run only missing or errored episodes."""
+    clean: bool = False
+    """Delete what the run directory holds before starting."""
+    dry_run: bool = False
+    """Print the resolved configuration as TOML and exit."""
+    client: ClientConfig = Field(default_factory=ClientConfig)
+    """The model endpoint."""
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    """Sampling parameters."""
+    run: RunConfig = Field(default_factory=RunConfig)
+    """Run identity and directory."""
+
+    def resolved(self) -> EvalConfig:
+        """A copy with the run name and directory filled in."""
+        name = self.run.name or default_run_name(self.env, self.model)
+        run = self.run.model_copy(update={"name": name, "dir": self.run.dir or name})
+        return self.model_copy(update={"run": run})
+
+    @property
+    def run_dir(self) -> Path:
+        """`<output_dir>/<run.dir>` (call on a `resolved()` config)."""
+        return Path(self.output_dir) / (self.run.dir or self.run.name or "")
+
+    def saved_form(self) -> dict[str, Any]:
+        """The dict written to the run's config.toml (no invocation switches, no unset values)."""
+        return self.model_dump(mode="json", exclude=set(INVOCATION_FIELDS), exclude_none=True)
+
+    def resume_key(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the original."""
+        return self.model_dump(mode="json", include=set(RESUME_FIELDS), exclude_none=True)
+
+
+def default_run_name(env: str, model: str) -> str:
+    """`<env>--<model>--<short id>`, safe as a directory name."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
+    return f"{env}--{safe_model}--{uuid.uuid4().hex[:8]}"

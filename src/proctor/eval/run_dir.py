@@ -1,0 +1,127 @@
+"""The run directory: `config.toml`, `traces.jsonl` (one episode per line), `logs/eval.log`.
+
+Traces are appended and flushed as each episode finishes, so a killed run keeps everything
+it finished; `--resume` reads them back, keeps the successful ones and re-runs the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import IO, Any
+
+from proctor.errors import RunDirError
+from proctor.eval.toml_io import dump_toml, read_toml
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.toml"
+TRACES_FILE = "traces.jsonl"
+LOG_FILE = "logs/eval.log"
+
+
+class RunDirectory:
+    """One run's directory on disk.
+
+    Args:
+        path: `<output_dir>/<run.dir>`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.config_path = path / CONFIG_FILE
+        self.traces_path = path / TRACES_FILE
+        self.log_path = path / LOG_FILE
+
+    def check(self, *, resume: bool, clean: bool) -> None:
+        """Refuse to start where results would be written over or mixed up.
+
+        Raises:
+            RunDirError: results exist without --resume/--clean, or nothing is there to resume.
+        """
+        if resume and clean:
+            raise RunDirError("--resume and --clean contradict each other; pass only one")
+        if resume:
+            if not self.config_path.is_file():
+                raise RunDirError(
+                    f"nothing to resume in {self.path} (no {CONFIG_FILE}); "
+                    "drop --resume or pass the --run.name of an earlier run"
+                )
+            return
+        if not clean and self.path.exists() and any(self.path.iterdir()):
+            raise RunDirError(
+                f"{self.path} already holds results; pass --resume to continue that run, "
+                "--clean to start it over, or choose another --run.name"
+            )
+
+    def saved_config(self) -> dict[str, Any]:
+        """The config.toml of an earlier run."""
+        return read_toml(self.config_path)
+
+    def load_records(self) -> list[dict[str, Any]]:
+        """Every complete line of traces.jsonl (a line cut short by a crash is skipped)."""
+        if not self.traces_path.exists():
+            return []
+        records: list[dict[str, Any]] = []
+        with self.traces_path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    logger.warning("skipping unreadable line %d of %s", number, self.traces_path)
+        return records
+
+    def prepare(self, *, clean: bool, kept: list[dict[str, Any]] | None) -> None:
+        """Create the directory; empty it (`clean`) or rewrite traces to the `kept` records."""
+        if clean and self.path.exists():
+            shutil.rmtree(self.path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if kept is not None:
+            # Drop errored and duplicate lines in one atomic step: a crash mid-way leaves the
+            # old file, never a half-written one.
+            tmp = self.traces_path.with_suffix(".jsonl.tmp")
+            with tmp.open("w", encoding="utf-8") as f:
+                for record in kept:
+                    f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.traces_path)
+
+    def write_config(self, data: dict[str, Any]) -> None:
+        """Write the resolved config (with the run id) as config.toml."""
+        self.config_path.write_text(dump_toml(data), encoding="utf-8")
+
+    def open_traces(self) -> TraceWriter:
+        """An appender for traces.jsonl."""
+        return TraceWriter(self.traces_path)
+
+    def attach_log(self, *, verbose: bool) -> logging.Handler:
+        """Send proctor's log records to logs/eval.log; the caller removes the handler."""
+        handler = logging.FileHandler(self.log_path, encoding="utf-8")
+        handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger("proctor")
+        root.addHandler(handler)
+        if root.getEffectiveLevel() > handler.level:
+            root.setLevel(handler.level)
+        return handler
+
+
+class TraceWriter:
+    """Appends one JSON line per episode and flushes it, so a crash loses nothing finished."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append `record` as one line and flush it to the OS."""
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,93 @@
+"""Running figures of an eval: done, errors, mean reward, per-reward means, tokens, rate."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class RunStats:
+    """Folds finished episode records into the figures the progress view and summary show.
+
+    Rewards are averaged over successful episodes: a failed rollout's rewards are unknown,
+    and the error rate reports it separately.
+    """
+
+    total: int
+    """Episodes the run will have when complete (kept ones included)."""
+    done: int = 0
+    errors: int = 0
+    reward_sum: float = 0.0
+    rewards: dict[str, list[float]] = field(default_factory=dict)
+    """Per reward/metric name: [sum, count]."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    new_done: int = 0
+    """Episodes finished by this invocation (kept ones of a resume excluded), for the rate."""
+
+    def add(self, record: dict[str, Any], *, new: bool = True) -> None:
+        """Count one finished episode record."""
+        self.done += 1
+        if new:
+            self.new_done += 1
+        usage = record.get("token_usage") or {}
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+        if record.get("error") is not None:
+            self.errors += 1
+            return
+        self.reward_sum += record.get("reward") or 0.0
+        for group in ("rewards", "metrics"):
+            for name, value in (record.get(group) or {}).items():
+                if value is None:
+                    continue
+                acc = self.rewards.get(name)
+                if acc is None:
+                    self.rewards[name] = [float(value), 1.0]
+                else:
+                    acc[0] += value
+                    acc[1] += 1
+
+    @property
+    def ok(self) -> int:
+        return self.done - self.errors
+
+    @property
+    def mean_reward(self) -> float | None:
+        """Mean reward of the successful episodes so far (None before the first)."""
+        return self.reward_sum / self.ok if self.ok else None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.done if self.done else 0.0
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    @property
+    def rate(self) -> float:
+        """Episodes finished per second by this invocation."""
+        elapsed = self.elapsed_s
+        return self.new_done / elapsed if elapsed > 0 else 0.0
+
+    def reward_means(self) -> dict[str, float]:
+        """Mean of each reward function and metric over the episodes that produced it."""
+        return {name: acc[0] / acc[1] for name, acc in self.rewards.items() if acc[1]}
+
+    def summary(self) -> dict[str, Any]:
+        """The figures of the final summary, as plain data."""
+        return {
+            "episodes": self.done,
+            "expected": self.total,
+            "errors": self.errors,
+            "error_rate": self.error_rate,
+            "avg_reward": self.mean_reward,
+            "reward_means": self.reward_means(),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "wall_s": self.elapsed_s,
+        }

@@ -1,0 +1,81 @@
+"""Typed settings of the OpenAI-compatible model client: where to send requests and how."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8001/v1"
+"""Where the client looks when neither `--client.base-url` nor `PROCTOR_MODEL_BASE_URL` is set
+(the demo model's usual port)."""
+
+
+def _default_base_url() -> str:
+    return os.environ.get("PROCTOR_MODEL_BASE_URL") or DEFAULT_BASE_URL
+
+
+class ClientConfig(BaseModel):
+    """How to reach an OpenAI-compatible chat-completions endpoint."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    base_url: str = Field(default_factory=_default_base_url)
+    """Base URL of the endpoint, ending in /v1 (default: $PROCTOR_MODEL_BASE_URL, else the demo
+    model at http://127.0.0.1:8001/v1)."""
+    api_key_var: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key (unset: a placeholder is sent)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers sent with every request (TOML table or JSON object)."""
+    timeout: float = Field(default=600.0, gt=0)
+    """Per-request timeout in seconds."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries of a request after a 429, a 5xx or a connection error, before it fails for good."""
+    retry_base_delay: float = Field(default=0.5, ge=0)
+    """First backoff delay in seconds; doubles each retry, with jitter."""
+    retry_max_delay: float = Field(default=30.0, ge=0)
+    """Longest wait between two attempts, Retry-After included."""
+    preflight: bool = True
+    """Check that the endpoint answers before any rollout starts."""
+
+    def api_key(self) -> str | None:
+        """The key read from `api_key_var`, or None when the variable is unset or empty."""
+        return os.environ.get(self.api_key_var) or None
+
+
+class SamplingConfig(BaseModel):
+    """Sampling parameters sent with every chat-completion request (unset ones are omitted)."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    temperature: float | None = Field(default=None, ge=0)
+    """Sampling temperature."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Most tokens the model may generate per turn."""
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """Nucleus-sampling mass."""
+    seed: int | None = None
+    """Seed for providers that support deterministic sampling."""
+    stop: list[str] | None = None
+    """Stop sequences."""
+    presence_penalty: float | None = None
+    """Presence penalty."""
+    frequency_penalty: float | None = None
+    """Frequency penalty."""
+
+    def request_args(self) -> dict[str, Any]:
+        """The set parameters as keyword arguments of `chat.completions.create`.
+
+        Unknown keys from a TOML `[sampling]` table pass through as `extra_body`, so
+        provider-specific knobs (e.g. `top_k`) reach the endpoint unchanged.
+        """
+        known = {
+            name: value
+            for name in type(self).model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        extra = dict(self.model_extra or {})
+        if extra:
+            known["extra_body"] = extra
+        return known
