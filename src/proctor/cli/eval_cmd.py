@@ -1,0 +1,73 @@
+"""`proctor eval ENV [flags] [@ file.toml]`: parse, then hand over to `proctor.eval.run_eval`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from proctor.eval.args import build_parser, parse_eval_args
+from proctor.eval.config import EvalConfig
+from proctor.eval.progress import LogProgress, ProgressView, RichProgress
+from proctor.eval.runner import EvalResult, run_eval
+from proctor.eval.toml_io import dump_toml
+
+
+def run(argv: list[str]) -> int:
+    """Run `proctor eval`; returns the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    if any(arg in ("-h", "--help") for arg in argv):
+        build_parser().print_help()
+        return 0
+    config = parse_eval_args(argv)
+    if config.dry_run:
+        print(dump_toml(config.resolved().saved_form()), end="")
+        return 0
+    view = _configure_output(config)
+    result = run_eval(config, view=view)
+    print(format_summary(result))
+    if result.status == "failed":
+        print(f"proctor eval: the run failed: {result.error}", file=sys.stderr)
+    elif result.status == "cancelled":
+        print(
+            f"proctor eval: interrupted; finished episodes kept in {result.run_dir}",
+            file=sys.stderr,
+        )
+    return result.exit_code
+
+
+def _configure_output(config: EvalConfig) -> ProgressView:
+    """Pick the view and route proctor's log records to stderr."""
+    root = logging.getLogger("proctor")
+    root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
+    live = config.rich and sys.stderr.isatty()
+    if live:
+        from rich.logging import RichHandler
+
+        view = RichProgress(sys.stderr)
+        handler: logging.Handler = RichHandler(console=view.console, show_path=False)
+        # The live view shows progress; the terminal only gets what needs attention.
+        handler.setLevel(logging.DEBUG if config.verbose else logging.WARNING)
+        root.addHandler(handler)
+        return view
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(logging.DEBUG if config.verbose else logging.INFO)
+    root.addHandler(handler)
+    return LogProgress()
+
+
+def format_summary(result: EvalResult) -> str:
+    """The closing lines: rewards, error rate, tokens, wall time, where the run lives."""
+    s = result.stats
+    avg = "-" if s.mean_reward is None else f"{s.mean_reward:.4f}"
+    lines = [
+        f"run {result.run_name} {result.status}: {s.done}/{s.total} episodes, "
+        f"avg reward {avg}, error rate {s.error_rate:.1%} ({s.errors}), "
+        f"tokens {s.prompt_tokens} prompt + {s.completion_tokens} completion, "
+        f"wall {s.elapsed_s:.1f}s",
+    ]
+    for name, mean in sorted(s.reward_means().items()):
+        lines.append(f"  {name}: {mean:.4f}")
+    lines.append(f"  results: {result.run_dir}")
+    if result.url:
+        lines.append(f"  evaluation: {result.url}")
+    return "\n".join(lines)

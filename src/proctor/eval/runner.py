@@ -1,0 +1,283 @@
+"""`run_eval`: one evaluation from resolved config to a finished run directory.
+
+The order matters and is the contract with the platform (DESIGN.md): everything that can
+be refused — config, environment, task selection, run directory, model endpoint, platform
+run — is checked before anything is written; from the moment the platform run is open,
+every way out (done, Ctrl-C, a failure) finishes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from proctor.errors import ConfigError, PlatformError, ProctorError, RunDirError
+from proctor.eval.config import EvalConfig
+from proctor.eval.platform_run import PlatformRun, RunStatus, open_platform_run
+from proctor.eval.progress import LogProgress, ProgressView
+from proctor.eval.run_dir import RunDirectory
+from proctor.eval.scheduler import Job, plan_jobs, run_jobs
+from proctor.eval.stats import RunStats
+
+if TYPE_CHECKING:
+    from proctor.envs import Environment, Episode, Task
+
+logger = logging.getLogger(__name__)
+
+EXIT_CODES: dict[str, int] = {"completed": 0, "failed": 1, "cancelled": 130}
+
+
+@dataclass
+class EvalResult:
+    """How a run ended, where it lives and its figures."""
+
+    status: RunStatus
+    run_dir: Path
+    run_id: str
+    run_name: str
+    url: str | None
+    stats: RunStats
+    error: str | None = None
+    signal_name: str | None = None
+    """`SIGINT` or `SIGTERM` when the run was stopped by one."""
+
+    @property
+    def exit_code(self) -> int:
+        """0 finished (even with errored rollouts), 1 failed, 130/143 interrupted."""
+        if self.signal_name == "SIGTERM":
+            return 143
+        return EXIT_CODES[self.status]
+
+
+def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalResult:
+    """Run an evaluation to the end (or until Ctrl-C) and return how it went.
+
+    Raises:
+        ConfigError: bad config, unknown environment, infinite taskset without -n.
+        RunDirError: the run directory holds results (no --resume/--clean) or does not match.
+        ModelError: the model endpoint does not answer at all.
+        PlatformError: the platform run cannot be opened or attached to.
+    """
+    from proctor.envs import load_environment
+
+    config = config.resolved()
+    if config.serve:
+        raise ConfigError(
+            "--serve (environments in a separate process) is not available yet; "
+            "drop it or pass --no-serve"
+        )
+    env = load_environment(config.env, **config.env_args)
+    tasks = env.taskset.select(config.num_examples)
+    if not tasks:
+        raise ConfigError(f"environment {config.env} offered no tasks; check its --env-args")
+    run_dir = RunDirectory(config.run_dir)
+    run_dir.check(resume=config.resume, clean=config.clean)
+    kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
+    done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
+    jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
+    total = len(tasks) * config.rollouts_per_example
+    run = _Run(config, env, run_dir, jobs, kept, total, view or LogProgress())
+    return _event_loop_run(run.execute())
+
+
+def _records_to_keep(
+    run_dir: RunDirectory, config: EvalConfig, tasks: list[Task]
+) -> list[dict[str, Any]]:
+    """The successful episodes of the earlier run that belong to this plan, one per pair."""
+    try:
+        saved_key = EvalConfig.model_validate(run_dir.saved_config()).resume_key()
+    except ValueError:
+        raise RunDirError(
+            f"{run_dir.config_path} is not a proctor eval config; pass --clean to start over"
+        ) from None
+    key = config.resume_key()
+    if saved_key != key:
+        differing = sorted(k for k in set(saved_key) | set(key) if saved_key.get(k) != key.get(k))
+        raise RunDirError(
+            f"{run_dir.path} was run with different settings ({', '.join(differing)}); "
+            "pass the same settings to resume, or --clean to start over"
+        )
+    wanted = {(t.index, k) for t in tasks for k in range(1, config.rollouts_per_example + 1)}
+    kept: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for record in run_dir.load_records():
+        pair = (record.get("example_id"), record.get("rollout_number"))
+        if record.get("error") is None and pair in wanted and pair not in kept:
+            kept[pair] = record
+    return list(kept.values())
+
+
+def _event_loop_run(coro: Coroutine[Any, Any, EvalResult]) -> EvalResult:
+    """Run on uvloop when it is installed (less CPU per request), else asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+class _Run:
+    """The asynchronous part of one evaluation."""
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        env: Environment,
+        run_dir: RunDirectory,
+        jobs: list[Job],
+        kept: list[dict[str, Any]] | None,
+        total: int,
+        view: ProgressView,
+    ) -> None:
+        self.config = config
+        self.env = env
+        self.run_dir = run_dir
+        self.jobs = jobs
+        self.kept = kept
+        self.view = view
+        self.stats = RunStats(total=total)
+        self.signal_name: str | None = None
+
+    async def execute(self) -> EvalResult:
+        from proctor.models.openai_client import OpenAIChatClient
+
+        config = self.config
+        client = OpenAIChatClient(
+            model=config.model,
+            client=config.client,
+            sampling=config.sampling,
+            max_connections=config.max_concurrent,
+        )
+        try:
+            if config.client.preflight and self.jobs:
+                await client.preflight()
+            platform_run = self._open_platform_run()
+            return await self._run_opened(platform_run, client)
+        finally:
+            await client.aclose()
+
+    def _open_platform_run(self) -> PlatformRun:
+        config = self.config
+        try:
+            return open_platform_run(
+                push=config.push,
+                attach=config.run.attach,
+                name=config.run.name or "",
+                environment=config.env,
+                model=config.model,
+                config=config.saved_form(),
+                run_dir=self.run_dir.path,
+            )
+        except ProctorError:
+            raise
+        except Exception as e:
+            raise PlatformError(f"cannot open the platform run: {type(e).__name__}: {e}") from e
+
+    async def _run_opened(self, platform_run: PlatformRun, client: Any) -> EvalResult:
+        config = self.config
+        run_info = {"id": platform_run.id, "name": config.run.name}
+        status: RunStatus = "completed"
+        error: str | None = None
+        log_handler: logging.Handler | None = None
+        try:
+            if self.kept is not None:
+                for record in self.kept:
+                    record["run"] = run_info
+            self.run_dir.prepare(clean=config.clean, kept=self.kept)
+            saved = config.saved_form()
+            saved["run"]["id"] = platform_run.id
+            self.run_dir.write_config(saved)
+            log_handler = self.run_dir.attach_log(verbose=config.verbose)
+            logger.info(
+                "run %s (id %s): %d episodes to run, %d kept, in %s",
+                config.run.name,
+                platform_run.id,
+                len(self.jobs),
+                len(self.kept or []),
+                self.run_dir.path,
+            )
+            if self.kept:
+                for record in self.kept:
+                    self.stats.add(record, new=False)
+                platform_run.log_episodes(self.kept)
+            status, error = await self._rollouts(platform_run, client, run_info)
+        except Exception as e:
+            status, error = "failed", f"{type(e).__name__}: {e}"
+            logger.debug("run failed", exc_info=True)
+        finally:
+            if status == "failed":
+                logger.error("run %s failed: %s", config.run.name, error)
+            try:
+                platform_run.finish(status=status, error=error)
+            finally:
+                logger.info("run %s %s", config.run.name, status)
+                if log_handler is not None:
+                    logging.getLogger("proctor").removeHandler(log_handler)
+                    log_handler.close()
+        return EvalResult(
+            status=status,
+            run_dir=self.run_dir.path,
+            run_id=platform_run.id,
+            run_name=config.run.name or "",
+            url=platform_run.url,
+            stats=self.stats,
+            error=error,
+            signal_name=self.signal_name,
+        )
+
+    async def _rollouts(
+        self, platform_run: PlatformRun, client: Any, run_info: dict[str, Any]
+    ) -> tuple[RunStatus, str | None]:
+        writer = self.run_dir.open_traces()
+        stats, view, log_episodes = self.stats, self.view, platform_run.log_episodes
+
+        def on_episode(episode: Episode) -> None:
+            episode.run = run_info
+            record = episode.to_record()
+            # Disk first: the local trace is the record of truth, the upload a copy of it.
+            writer.write(record)
+            log_episodes([record])
+            stats.add(record)
+            view.update(stats)
+
+        scheduler = asyncio.create_task(
+            run_jobs(
+                self.env,
+                client,
+                self.jobs,
+                concurrency=self.config.max_concurrent,
+                on_episode=on_episode,
+            )
+        )
+        loop = asyncio.get_running_loop()
+
+        def interrupt(sig: signal.Signals) -> None:
+            if self.signal_name is None:
+                self.signal_name = sig.name
+                logger.warning("%s received: stopping, keeping the finished episodes", sig.name)
+                scheduler.cancel()
+
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, interrupt, sig)
+        stats.started = time.perf_counter()  # rate and wall time count the rollouts only
+        view.start(stats, title=f"{self.config.env} / {self.config.model}")
+        try:
+            await scheduler
+            return "completed", None
+        except asyncio.CancelledError:
+            if self.signal_name is None:
+                raise
+            return "cancelled", "interrupted"
+        finally:
+            # A second Ctrl-C while finishing should stop a stuck drain: default handlers back.
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            view.stop(stats)
+            writer.close()
