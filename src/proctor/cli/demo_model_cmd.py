@@ -1,0 +1,59 @@
+"""`proctor demo-model`: serve the scripted demo model over OpenAI-compatible HTTP."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from pydantic import ValidationError
+
+from proctor.errors import ConfigError
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad flag as one line (via ConfigError, exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message}; run `proctor demo-model --help` for the options.")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="proctor demo-model",
+        description="Serve the scripted demo model (a stand-in for a real endpoint) on loopback.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="delay before each answer (default 0)"
+    )
+    parser.add_argument(
+        "--error-rate", type=float, default=0.0, help="share of requests answered 429/500 (0-1)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seeds mistakes and errors")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Parse the flags and serve until SIGTERM/SIGINT."""
+    from proctor.demo import DemoModelConfig, serve
+
+    args = _parser().parse_args(argv)
+    try:
+        config = DemoModelConfig(
+            host=args.host,
+            port=args.port,
+            latency_ms=args.latency_ms,
+            error_rate=args.error_rate,
+            seed=args.seed,
+        )
+    except ValidationError as e:
+        problem = e.errors()[0]
+        flag = "--" + str(problem["loc"][0]).replace("_", "-")
+        raise ConfigError(f"{flag}: {problem['msg'].lower()}; fix the flag.") from None
+
+    def ready(url: str) -> None:
+        print(f"demo model serving on {url}", flush=True)
+
+    serve(config, ready=ready)
+    return 0

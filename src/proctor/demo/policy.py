@@ -1,0 +1,190 @@
+"""The demo model's scripted policies, one per built-in environment.
+
+A policy recognises its environment from the conversation (the task prompt's wording and
+tags), answers mostly right, and makes seeded mistakes so rewards vary. Everything is a
+pure function of the conversation and a `random.Random`, so the server can make replies
+reproducible by seeding that generator from the request.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+from typing import Any
+
+from proctor.envs.builtin import alphabet_sort, arithmetic, reverse_text, tool_calc
+
+Message = dict[str, Any]
+Reply = tuple[Message, str]
+"""The assistant message and its finish reason."""
+
+GENERIC_REPLY = (
+    "Hello! I am the proctor demo model, a scripted stand-in for a real model. I can only "
+    "do the built-in environments' tasks (alphabet-sort, reverse-text, arithmetic, tool-calc)."
+)
+
+
+def _text(message: Message) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _say(content: str) -> Reply:
+    return {"role": "assistant", "content": content}, "stop"
+
+
+# --- alphabet-sort -------------------------------------------------------------------------
+
+_SORT_BY = re.compile(r"by (FIRST|LAST) name")
+_FIRST_NAMES = re.compile(r"by (?:FIRST|LAST) name: (.*?)\n\n", re.DOTALL)
+_NEW_NAMES = re.compile(r"New names: (.*?)\n\n", re.DOTALL)
+
+
+def _alphabet_sort(users: list[str], rng: random.Random) -> Reply:
+    sort_by_match = _SORT_BY.search(users[0])
+    sort_by = sort_by_match.group(1) if sort_by_match else "FIRST"
+    seen: list[str] = []
+    new: list[str] = []
+    for turn, text in enumerate(users):
+        found = (_FIRST_NAMES if turn == 0 else _NEW_NAMES).search(text)
+        new = [n.strip() for n in found.group(1).split(",")] if found else []
+        seen += new
+    combined = len(users) > 1
+    ordered = alphabet_sort.sort_names(seen, sort_by)
+    lines = [f"{n} {alphabet_sort.NEW_MARK}" if combined and n in new else n for n in ordered]
+    roll = rng.random()
+    if roll < 0.12 and len(lines) > 1:
+        i = rng.randrange(len(lines) - 1)
+        lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    elif roll < 0.2 and len(lines) > 1:
+        del lines[rng.randrange(len(lines))]
+    elif roll < 0.26 and combined:
+        lines = [line.replace(f" {alphabet_sort.NEW_MARK}", "") for line in lines]
+    elif roll < 0.3:
+        return _say("Sure: " + ", ".join(ordered))  # forgot the tags
+    tag = alphabet_sort.COMBINED_TAG if combined else alphabet_sort.FIRST_TAG
+    body = "\n".join(lines)
+    return _say(f"Sorted by {sort_by.lower()} name:\n<{tag}>\n{body}\n</{tag}>")
+
+
+# --- reverse-text --------------------------------------------------------------------------
+
+
+def _reverse_text(prompt: str, rng: random.Random) -> Reply:
+    passage = prompt.split("\n\n", 1)[1].strip() if "\n\n" in prompt else prompt
+    chars = list(passage[::-1])
+    if chars and rng.random() < 0.4:
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(chars))
+            if rng.random() < 0.5:
+                chars[i] = rng.choice(string.ascii_lowercase)
+            else:
+                del chars[i]
+                if not chars:
+                    break
+    tag = reverse_text.TAG
+    return _say(f"<{tag}>\n{''.join(chars)}\n</{tag}>")
+
+
+# --- arithmetic ----------------------------------------------------------------------------
+
+
+def _template_pattern(text: str) -> re.Pattern[str]:
+    parts: list[str] = []
+    seen: set[str] = set()
+    for literal, field, _, _ in string.Formatter().parse(text):
+        parts.append(re.escape(literal))
+        if field is None:
+            continue
+        if field in seen:
+            parts.append(f"(?P={field})")
+        else:
+            seen.add(field)
+            parts.append(rf"(?P<{field}>[A-Za-z]+)" if field == "name" else rf"(?P<{field}>-?\d+)")
+    return re.compile("".join(parts))
+
+
+_TEMPLATES = [(_template_pattern(t.text), t.solve) for t in arithmetic.TEMPLATES]
+
+
+def solve_word_problem(question: str) -> int | None:
+    """The answer to a problem built from one of arithmetic's templates, or None."""
+    for pattern, solve in _TEMPLATES:
+        match = pattern.search(question)
+        if match:
+            return solve({k: int(v) for k, v in match.groupdict().items() if k != "name"})
+    return None
+
+
+def _arithmetic(prompt: str, rng: random.Random) -> Reply | None:
+    answer = solve_word_problem(prompt)
+    if answer is None:
+        return None
+    if rng.random() >= 0.8:
+        answer += rng.choice([-10, -2, -1, 1, 2, 10])
+    if rng.random() < 0.15:
+        return _say(f"Working it through step by step, the result is \\boxed{{{answer}}}.")
+    return _say(f"Let me work it out step by step.\nAnswer: {answer}")
+
+
+# --- tool-calc -----------------------------------------------------------------------------
+
+_EXPRESSION = re.compile(r"compute (.+?)\. Then give")
+
+
+def _tool_calc(messages: list[Message], prompt: str, rng: random.Random) -> Reply | None:
+    found = _EXPRESSION.search(prompt)
+    if found is None:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool":
+        result = _text(last).strip()
+        if result.startswith("Error"):
+            return _say("The calculator could not evaluate it.\nAnswer: 0")
+        if rng.random() < 0.15 and re.fullmatch(r"-?\d+", result):
+            result = str(int(result) + rng.choice([-3, -1, 1, 3]))
+        return _say(f"The calculator returned {result}.\nAnswer: {result}")
+    expression = found.group(1)
+    if rng.random() < 0.1:
+        # Skips the tool and computes in its head, usually well.
+        value = int(tool_calc.calculator(expression)) + (0 if rng.random() < 0.7 else 1)
+        return _say(f"No tool needed.\nAnswer: {value}")
+    call = {
+        "id": f"call_{rng.getrandbits(48):012x}",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": json.dumps({"expression": expression})},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+
+
+# --- dispatch ------------------------------------------------------------------------------
+
+
+def _offers_tool(tools: list[dict[str, Any]] | None, name: str) -> bool:
+    return any((t.get("function") or {}).get("name") == name for t in tools or ())
+
+
+def respond(
+    messages: list[Message], tools: list[dict[str, Any]] | None, rng: random.Random
+) -> Reply:
+    """The scripted assistant reply to a conversation, and its finish reason."""
+    users = [_text(m) for m in messages if m.get("role") == "user"]
+    if not users:
+        return _say(GENERIC_REPLY)
+    prompt = users[0]
+    reply: Reply | None = None
+    if f"<{alphabet_sort.FIRST_TAG}>" in prompt:
+        reply = _alphabet_sort(users, rng)
+    elif f"<{reverse_text.TAG}>" in prompt:
+        reply = _reverse_text(prompt, rng)
+    elif _offers_tool(tools, "calculator"):
+        reply = _tool_calc(messages, prompt, rng)
+    elif "Answer: N" in prompt:
+        reply = _arithmetic(prompt, rng)
+    return reply or _say(GENERIC_REPLY)

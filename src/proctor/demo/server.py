@@ -1,0 +1,194 @@
+"""The demo model's HTTP server: an OpenAI-compatible chat-completions endpoint on loopback.
+
+Lean by design (aiohttp on uvloop, no per-request validation or logging) so that a
+benchmark's hundreds of concurrent rollouts are limited by the engine, not by this stand-in.
+Replies are seeded from `--seed` and the request body, so reruns give the same answers;
+injected errors draw from their own seeded stream, so a retried request can succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import random
+import signal
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.demo.policy import respond
+from proctor.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+MODEL_ID = "proctor-demo"
+
+
+class DemoModelConfig(BaseModel):
+    """How the demo model serves."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    host: str = "127.0.0.1"
+    """Interface to listen on (keep it on loopback)."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port; 0 picks a free one."""
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    """Delay before every answer, in milliseconds (concurrent requests wait in parallel)."""
+    error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of requests answered with an error: half 429 (`Retry-After: 0`), half 500."""
+    seed: int = 0
+    """Seeds the policies' mistakes and the error injection."""
+
+
+def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(body).encode(),
+        status=status,
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+def _error(status: int, message: str, type_: str, code: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    headers = {"Retry-After": "0"} if status == 429 else None
+    return _json(body, status=status, headers=headers)
+
+
+def _estimate_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+class DemoModel:
+    """The request handlers, holding the config and the error-injection stream."""
+
+    def __init__(self, config: DemoModelConfig) -> None:
+        self.config = config
+        self._latency_s = config.latency_ms / 1000.0
+        self._errors = random.Random(f"demo-errors:{config.seed}")
+        self._ids = itertools.count(1)
+
+    def app(self) -> web.Application:
+        """The aiohttp application serving `/v1`."""
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/models", self.models)
+        return app
+
+    async def models(self, request: web.Request) -> web.Response:
+        """`GET /v1/models`: the one model this server pretends to be."""
+        return _json(
+            {
+                "object": "list",
+                "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "proctor"}],
+            }
+        )
+
+    async def chat_completions(self, request: web.Request) -> web.Response:
+        """`POST /v1/chat/completions` (non-streaming)."""
+        body = await request.read()
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+        if self.config.error_rate and self._errors.random() < self.config.error_rate:
+            if self._errors.random() < 0.5:
+                return _error(429, "Injected rate limit; retry.", "rate_limit_error", "rate_limit")
+            return _error(500, "Injected server error; retry.", "server_error")
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _error(400, "The request body is not valid JSON.", "invalid_request_error")
+        messages = payload.get("messages") if isinstance(payload, dict) else None
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return _error(
+                400, "'messages' must be a list of message objects.", "invalid_request_error"
+            )
+        if payload.get("stream"):
+            return _error(
+                400, "The demo model does not stream; send stream=false.", "invalid_request_error"
+            )
+        tools = payload.get("tools")
+        rng = random.Random((self.config.seed << 32) ^ zlib.crc32(body))
+        message, finish_reason = respond(messages, tools if isinstance(tools, list) else None, rng)
+        content = message.get("content") or ""
+        max_tokens = payload.get("max_completion_tokens") or payload.get("max_tokens")
+        if isinstance(max_tokens, int) and max_tokens > 0 and len(content) > 4 * max_tokens:
+            message["content"] = content = content[: 4 * max_tokens]
+            finish_reason = "length"
+        prompt_tokens = sum(_estimate_tokens(str(m.get("content") or "")) + 3 for m in messages)
+        completion_tokens = _estimate_tokens(content)
+        return _json(
+            {
+                "id": f"chatcmpl-demo{next(self._ids):x}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": payload.get("model") or MODEL_ID,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": finish_reason,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
+
+
+async def start_server(config: DemoModelConfig) -> tuple[web.AppRunner, str]:
+    """Start serving; returns the runner (call `cleanup()` to stop) and the `/v1` base URL.
+
+    Raises:
+        ConfigError: the address cannot be listened on.
+    """
+    runner = web.AppRunner(DemoModel(config).app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        raise ConfigError(
+            f"cannot listen on {config.host}:{config.port} ({e.strerror or e}); "
+            "pick another --port or --host."
+        ) from e
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}/v1"
+
+
+def serve(config: DemoModelConfig, *, ready: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then stop cleanly; `ready(url)` runs once listening."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        runner, url = await start_server(config)
+        logger.info("demo model serving on %s", url)
+        if ready is not None:
+            ready(url)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    try:
+        import uvloop
+
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+    except ImportError:  # uvloop is optional: the default loop is only slower
+        loop_factory = None
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main())
