@@ -23,7 +23,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve the scripted demo model (a stand-in for a real endpoint) on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=int, default=8001, help="TCP port (default 8001); 0 picks a free one"
+    )
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="delay before each answer (default 0)"
     )

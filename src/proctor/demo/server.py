@@ -37,7 +37,7 @@ class DemoModelConfig(BaseModel):
 
     host: str = "127.0.0.1"
     """Interface to listen on (keep it on loopback)."""
-    port: int = Field(default=8000, ge=0, le=65535)
+    port: int = Field(default=8001, ge=0, le=65535)
     """TCP port; 0 picks a free one."""
     latency_ms: float = Field(default=0.0, ge=0.0)
     """Delay before every answer, in milliseconds (concurrent requests wait in parallel)."""

@@ -1,0 +1,48 @@
+"""`proctor envs list`: the installed environments, with description and size."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from typing import NoReturn
+
+from proctor.errors import ConfigError
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad flag as one line (via ConfigError, exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message}; run `proctor envs --help` for the options.")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="proctor envs", description="Work with the installed environments.")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    listing = sub.add_parser("list", help="list the installed environments (the default)")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """List the environments found under the `proctor.environments` entry point."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from proctor.envs import list_environments
+
+    args = _parser().parse_args(argv or ["list"])
+    infos = list_environments()
+    if args.json:
+        print(json.dumps([asdict(i) for i in infos], indent=2))
+        return 0
+    table = Table(title="Installed environments", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("tasks", justify="right")
+    table.add_column("description")
+    for info in infos:
+        size = {"infinite": "infinite (-n)", "broken": "-"}.get(info.kind, str(info.size))
+        table.add_row(info.name, size, info.description)
+    Console(soft_wrap=False).print(table)
+    return 0
