@@ -1,20 +1,34 @@
 """How an eval talks to the platform: open (or attach to) a run, log episodes, finish.
 
 The engine calls only `open_platform_run` and the `PlatformRun` methods; the rules of the
-attach contract (DESIGN.md) live here, on top of the public `proctor.runs` API.
+attach contract (DESIGN.md) live here, on top of the public `proctor.runs` API:
+
+| situation                                   | result                                        |
+|---------------------------------------------|-----------------------------------------------|
+| `--no-push`                                 | a local run, nothing sent                     |
+| push, no attach                             | a created run; if that fails, a warning and a |
+|                                             | local run (the eval goes on)                  |
+| attach with `--no-push`                     | `ConfigError` (exit 2)                        |
+| attach with `PROCTOR_RUNS_MODE=disabled`    | `AttachError`                                 |
+| attach, unknown/closed/unwritable/unreachable | `AttachError`, before any rollout           |
 """
 
 from __future__ import annotations
 
-import uuid
+import logging
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from proctor import runs
+from proctor.errors import AttachError, ConfigError, PlatformError
+
+logger = logging.getLogger(__name__)
 
 RunStatus = Literal["completed", "failed", "cancelled"]
 
 
 class PlatformRun(Protocol):
-    """The handle the engine logs episodes to."""
+    """The handle the engine logs episodes to (`proctor.runs.Run` is one)."""
 
     id: str
     """The platform's evaluation id, or a local id when not pushing."""
@@ -23,29 +37,22 @@ class PlatformRun(Protocol):
     attached: bool
 
     def log_episodes(self, records: list[dict[str, Any]]) -> None:
-        """Hand finished episodes (`Episode.to_record()` dicts) over; never blocks on the network."""
+        """Hand finished episodes (`Episode.to_record()` dicts) over; never waits on the network."""
 
     def finish(
-        self, *, status: RunStatus = "completed", error: str | None = None, timeout: float | None = None
+        self,
+        *,
+        status: RunStatus = "completed",
+        error: str | None = None,
+        timeout: float | None = None,
     ) -> None:
         """Drain uploads, write the summary metrics, finalize (or mark failed/cancelled)."""
 
 
-class LocalRun:
-    """A run that stays on disk: nothing is sent anywhere."""
-
-    def __init__(self) -> None:
-        self.id = f"local-{uuid.uuid4().hex[:12]}"
-        self.url: str | None = None
-        self.attached = False
-
-    def log_episodes(self, records: list[dict[str, Any]]) -> None:
-        pass
-
-    def finish(
-        self, *, status: RunStatus = "completed", error: str | None = None, timeout: float | None = None
-    ) -> None:
-        pass
+def _expected_samples(config: dict[str, Any]) -> int | None:
+    """Episodes a complete run logs, when the config pins the task count."""
+    n, r = config.get("num_examples"), config.get("rollouts_per_example", 1)
+    return n * r if isinstance(n, int) and isinstance(r, int) else None
 
 
 def open_platform_run(
@@ -60,6 +67,40 @@ def open_platform_run(
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 
-    Raises `ConfigError` / `AttachError` before any rollout when an attach cannot work.
+    The returned run's id names the run; it is also stamped into `config["run"]["id"]`.
+
+    Raises:
+        ConfigError: `attach` without `push`, or malformed client settings.
+        AttachError: `attach` given and the evaluation cannot be attached to.
     """
-    return LocalRun()
+    if attach and not push:
+        raise ConfigError(
+            "--run.attach names an evaluation on the platform, so it needs push; drop --no-push"
+        )
+    common: dict[str, Any] = {
+        "name": name,
+        "environments": [environment],
+        "model": model,
+        "config": config,
+        "run_dir": run_dir,
+        "expected_samples": _expected_samples(config),
+    }
+    run: runs.Run
+    if not push:
+        run = runs.init(mode="disabled", **common)
+    elif attach:
+        # No fallback: a launcher is waiting for samples under exactly this id.
+        run = runs.init(id=attach, **common)
+    else:
+        try:
+            run = runs.init(**common)
+        except ConfigError:
+            raise
+        except PlatformError as e:
+            logger.warning("%s; continuing without the platform (results stay local)", e)
+            run = runs.init(mode="disabled", **common)
+    if attach and run.id != attach:  # defensive: attaching must never create a second run
+        raise AttachError(f"attached to {run.id} instead of {attach}; this is a bug in proctor")
+    if isinstance(config.get("run"), dict):
+        config["run"]["id"] = run.id
+    return run

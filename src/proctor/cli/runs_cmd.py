@@ -1,0 +1,62 @@
+"""`proctor runs sync RUN_DIR`: send what a run directory still holds for the platform."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from proctor.errors import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proctor runs", description="Work with local run directories."
+    )
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sync = sub.add_parser(
+        "sync",
+        help="Send a run's unsent samples and close the run if its process could not.",
+        description=(
+            "Send every sample a run directory holds that the platform has not acknowledged "
+            "(from its spool and its traces.jsonl), then close the run as its process would "
+            "have. Needs PROCTOR_API_KEY (or ~/.proctor/config.toml)."
+        ),
+    )
+    sync.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the eval's run directory")
+    sync.add_argument(
+        "--api-url", default=None, help="platform origin (default: the one the run used)"
+    )
+    sync.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to keep trying (default 300)"
+    )
+    sync.add_argument("-v", "--verbose", action="store_true", help="log every step")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Run `proctor runs ...`; 0 when everything was sent, 1 when samples remain unsent."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.action is None:
+        parser.print_help()
+        return 0 if not argv else 2
+    from proctor.runs import sync_run_dir
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    root = logging.getLogger("proctor")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    if not args.run_dir.is_dir():
+        raise ConfigError(f"{args.run_dir} is not a directory; pass an eval's run directory")
+    reports = sync_run_dir(args.run_dir, api_url=args.api_url, timeout=args.timeout)
+    for r in reports:
+        print(
+            f"evaluation {r.evaluation_id}: {r.sent} sample(s) sent"
+            f" ({r.recovered} recovered from traces.jsonl), {r.pending} still unsent; {r.action}"
+        )
+        if r.url:
+            print(f"  {r.url}")
+    return 1 if any(r.pending for r in reports) else 0

@@ -1,0 +1,205 @@
+"""The platform's HTTP API as the runs SDK uses it: one `httpx.Client`, errors mapped to ours.
+
+Failures split in two: *transient* ones (connection errors, timeouts, 408, 429, 5xx) may
+succeed if tried again later; everything else is an answer that will not change. Sample
+uploads are idempotent on the server (`sample_id` is the key), so unlike the public client
+the uploader may replay even an ambiguous failure.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import time
+from typing import Any
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from proctor.errors import APIError, PlatformError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+UPLOAD_TIMEOUT_S = 300.0
+MAX_RETRY_AFTER_S = 60.0
+
+
+class PlatformUnreachable(PlatformError):
+    """No HTTP answer came back: the connection failed or timed out."""
+
+    def __init__(self, message: str, *, connected: bool) -> None:
+        super().__init__(message)
+        self.connected = connected
+        """False when the request never reached the server (safe to replay anything)."""
+
+
+class RetryableAPIError(APIError):
+    """An answer that may change later: 408, 429 or a 5xx."""
+
+    def __init__(
+        self, message: str, *, status_code: int, code: str | None, retry_after: float | None
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.retry_after = retry_after
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth trying again later."""
+    return isinstance(exc, PlatformUnreachable | RetryableAPIError)
+
+
+def backoff_delay(attempt: int, exc: BaseException | None, *, cap: float = 5.0) -> float:
+    """Seconds to wait before attempt `attempt + 1`: `Retry-After` if given, else jittered 2^n."""
+    if isinstance(exc, RetryableAPIError) and exc.retry_after is not None:
+        return min(exc.retry_after, MAX_RETRY_AFTER_S)
+    base = min(cap, 0.25 * 2 ** max(0, attempt - 1))
+    return base * random.uniform(0.5, 1.0)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _error_text(response: httpx.Response) -> tuple[str | None, str]:
+    """(code, message) from the contract's error body, or the raw text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None, response.text[:300].strip()
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):
+            return err.get("code"), str(err.get("message") or body.get("detail") or "")
+        if body.get("detail") is not None:
+            return None, str(body["detail"])
+    return None, response.text[:300].strip()
+
+
+class PlatformClient:
+    """A thin, typed client of `/api/v1` on one platform with one key."""
+
+    def __init__(self, api_url: str, api_key: str) -> None:
+        from proctor import __version__
+
+        self.api_url = api_url
+        self._http = httpx.Client(
+            base_url=f"{api_url}/api/v1",
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": f"proctor-runs/{__version__}",
+            },
+            timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        )
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._http.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request; return the JSON object answered (`{}` when empty).
+
+        Raises:
+            PlatformUnreachable: no answer (connection refused, timeout, reset).
+            RetryableAPIError: 408, 429 or 5xx.
+            APIError: any other error status, or a 2xx that is not a JSON object.
+        """
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        kwargs: dict[str, Any] = {"json": json_body, "content": content, "headers": headers}
+        if timeout is not None:
+            kwargs["timeout"] = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.ConnectError as e:
+            raise PlatformUnreachable(
+                f"cannot connect to the platform at {self.api_url} ({e})", connected=False
+            ) from e
+        except httpx.TransportError as e:
+            connected = not isinstance(e, httpx.ConnectTimeout | httpx.PoolTimeout)
+            raise PlatformUnreachable(
+                f"no answer from the platform at {self.api_url} ({type(e).__name__}: {e})",
+                connected=connected,
+            ) from e
+        if response.status_code >= 400:
+            code, message = _error_text(response)
+            text = f"{method} {path} answered HTTP {response.status_code}: {message}"
+            status = response.status_code
+            if status in (408, 429) or status >= 500:
+                raise RetryableAPIError(
+                    text, status_code=status, code=code, retry_after=_retry_after(response)
+                )
+            raise APIError(text, status_code=status, code=code)
+        if not response.content:
+            return {}
+        try:
+            body = response.json()
+        except json.JSONDecodeError as e:
+            raise APIError(
+                f"{method} {path} answered a non-JSON body", status_code=response.status_code
+            ) from e
+        if not isinstance(body, dict):
+            raise APIError(
+                f"{method} {path} answered JSON that is not an object",
+                status_code=response.status_code,
+            )
+        return body
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        attempts: int = 4,
+        replayable: bool = True,
+    ) -> dict[str, Any]:
+        """`request` with a few retries of transient failures.
+
+        A call that is not `replayable` (it creates something) is retried only when the
+        request provably did not take effect: the connection never opened, or a 429.
+        """
+
+        def should_retry(exc: BaseException) -> bool:
+            if not is_transient(exc):
+                return False
+            if replayable:
+                return True
+            if isinstance(exc, PlatformUnreachable):
+                return not exc.connected
+            return isinstance(exc, RetryableAPIError) and exc.status_code == 429
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            return backoff_delay(state.attempt_number, exc, cap=2.0)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait,
+            retry=retry_if_exception(should_retry),
+            reraise=True,
+        )
+        return retrying(self.request, method, path, json_body=json_body)
+
+    def post_samples(self, evaluation_id: str, body: bytes) -> dict[str, Any]:
+        """POST an already-encoded `{"samples": [...]}` body (one attempt)."""
+        return self.request(
+            "POST", f"/evaluations/{evaluation_id}/samples", content=body, timeout=UPLOAD_TIMEOUT_S
+        )

@@ -1,0 +1,318 @@
+"""`init()` and the `Run` handle: open or attach, log episodes, finish."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from proctor.errors import AttachError, ConfigError, PlatformError
+from proctor.runs._client import PlatformClient
+from proctor.runs._evaluations import check_attachable, close_evaluation, create_evaluation
+from proctor.runs._settings import load_settings
+from proctor.runs._spool import Spool
+from proctor.runs._state import PendingFinish, RunState, spool_dir
+from proctor.runs._summary import SummaryAccumulator
+from proctor.runs._uploader import RunCounters, Uploader, UploaderOptions
+
+log = logging.getLogger(__name__)
+
+RunStatus = Literal["completed", "failed", "cancelled"]
+OnError = Literal["warn", "raise"]
+
+DEFAULT_FINISH_TIMEOUT_S = 120.0
+EXIT_FINISH_TIMEOUT_S = 30.0
+CRASHED = "crashed: process exited without finishing the run"
+_ZERO = RunCounters(0, 0, 0, 0, 0, 0, None)
+
+
+class Run:
+    """A run on the platform (or a disabled one): log episodes to it, then `finish()` it.
+
+    Build one with `proctor.runs.init()`. `log_episodes` never waits for the network; a
+    process that exits without calling `finish` closes its own created run as crashed.
+    """
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        name: str,
+        url: str | None,
+        attached: bool,
+        on_error: OnError = "warn",
+        finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
+        client: PlatformClient | None = None,
+        state: RunState | None = None,
+        directory: Path | None = None,
+        upload: UploaderOptions | None = None,
+    ) -> None:
+        self.id = id
+        """The platform's evaluation id (`local-...` for a disabled run)."""
+        self.name = name
+        self.url = url
+        """Where the evaluation can be viewed (None when disabled)."""
+        self.attached = attached
+        """True when attached to an evaluation created elsewhere."""
+        self.directory = directory
+        """The spool directory (None when disabled)."""
+        self.on_error = on_error
+        self.finish_timeout = finish_timeout
+        self.errors: list[str] = []
+        """Problems `finish()` met (each also logged)."""
+        self._client = client
+        self._state = state
+        self._acc = SummaryAccumulator()
+        self._finish_lock = threading.Lock()
+        self._finished = False
+        self._upload_options = upload
+        self._uploader: Uploader | None = None
+        self._uploader_lock = threading.Lock()
+        if not self.disabled:
+            atexit.register(self._on_exit)
+
+    @property
+    def disabled(self) -> bool:
+        """True when nothing is sent anywhere."""
+        return self._client is None
+
+    def _ensure_uploader(self) -> Uploader | None:
+        # The spool directory is created on first use, not in init(): the engine may still
+        # empty the run directory (--clean) between opening the run and its first episode.
+        if self._uploader is None and self._client is not None:
+            with self._uploader_lock:
+                if self._uploader is None:
+                    assert self._state is not None and self.directory is not None
+                    self._state.save(self.directory)
+                    self._uploader = Uploader(
+                        self._client,
+                        self.id,
+                        Spool(self.directory),
+                        on_record=self._acc.add,
+                        options=self._upload_options,
+                    )
+        return self._uploader
+
+    @property
+    def finished(self) -> bool:
+        """True once `finish()` started."""
+        return self._finished
+
+    @property
+    def counters(self) -> RunCounters:
+        """Records logged, spooled, sent, pending; errors."""
+        return self._uploader.counters() if self._uploader else _ZERO
+
+    def log_episodes(self, records: Iterable[dict[str, Any]]) -> None:
+        """Hand finished episodes (`Episode.to_record()` dicts) to the uploader; never blocks.
+
+        Raises:
+            PlatformError: the run is already finished.
+        """
+        if self._finished:
+            raise PlatformError(f"run {self.id} is finished; open a new run to log more episodes")
+        uploader = self._uploader or self._ensure_uploader()
+        if uploader is not None:
+            uploader.submit(records if isinstance(records, list) else list(records))
+
+    def finish(
+        self,
+        summary: Mapping[str, Any] | None = None,
+        status: RunStatus = "completed",
+        error: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Drain uploads, write the summary metrics, and close the evaluation.
+
+        Only the first call acts. A drain that does not finish within `timeout` seconds
+        leaves the rest in the spool and says how to send it (`proctor runs sync`).
+
+        Args:
+            summary: extra summary keys, merged over `avg_reward`, `avg_metrics`, `avg_error`.
+            status: `completed` finalizes; `failed`/`cancelled` close a created run so.
+            error: the reason, for a failed or cancelled run.
+            timeout: seconds to wait for the uploads (default: the run's `finish_timeout`).
+
+        Raises:
+            PlatformError: something was not delivered, only with `on_error="raise"`.
+        """
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
+        atexit.unregister(self._on_exit)
+        uploader, state, client = self._ensure_uploader(), self._state, self._client
+        if uploader is None or state is None or client is None or self.directory is None:
+            return
+        wait = self.finish_timeout if timeout is None else timeout
+        drained = uploader.drain(wait)
+        uploader.close()
+        doc = {**self._acc.summary(), **dict(summary or {})}
+        finished = False
+        if drained:
+            try:
+                done = close_evaluation(
+                    client,
+                    self.id,
+                    attached=self.attached,
+                    status=status,
+                    error=error,
+                    summary=doc,
+                    metadata=state.config,
+                )
+                log.info("run %s: %s", self.id, done)
+                state.phase, state.final_status, finished = "finished", done, True
+            except PlatformError as e:
+                self._problem(f"could not close evaluation {self.id} ({e})")
+        else:
+            reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"
+            self._problem(
+                f"{uploader.counters().pending} sample(s) of evaluation {self.id} are still "
+                f"spooled in {self.directory} ({reason})"
+            )
+        if not finished:
+            state.phase = "finish_pending"
+            state.pending_finish = PendingFinish(status=status, error=error, summary=doc)
+            log.warning("send them and close the run with: %s", self.sync_command())
+        state.pid = None
+        state.save(self.directory)
+        uploader.spool.close(discard_if_drained=finished)
+        client.close()
+        if self.errors and self.on_error == "raise":
+            raise PlatformError(f"{self.errors[0]}; run `{self.sync_command()}`")
+
+    def sync_command(self) -> str:
+        """The command that sends what this run left in its spool."""
+        target = self.directory
+        if target is not None and target.parent.name == "platform":
+            target = target.parent.parent
+        return f"proctor runs sync {target}"
+
+    def _problem(self, message: str) -> None:
+        self.errors.append(message)
+        log.warning("%s", message)
+
+    def _on_exit(self) -> None:
+        # The interpreter is exiting with the run open: the engine crashed or forgot finish().
+        if not self._finished:
+            self.finish(
+                status="failed",
+                error=CRASHED,
+                timeout=min(self.finish_timeout, EXIT_FINISH_TIMEOUT_S),
+            )
+
+
+def init(
+    *,
+    name: str,
+    environments: Sequence[str],
+    model: str,
+    config: Mapping[str, Any] | None,
+    mode: Literal["online", "disabled"] | None = None,
+    id: str | None = None,
+    api_url: str | None = None,
+    api_key: str | None = None,
+    team_id: str | None = None,
+    on_error: OnError = "warn",
+    run_dir: Path | None = None,
+    expected_samples: int | None = None,
+    finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
+    upload: UploaderOptions | None = None,
+) -> Run:
+    """Open a run on the platform, or attach to an existing evaluation with `id=`.
+
+    Settings come from the arguments, then `PROCTOR_API_URL` / `PROCTOR_API_KEY` /
+    `PROCTOR_TEAM_ID` / `PROCTOR_RUNS_MODE`, then `~/.proctor/config.toml`. Without a key (and
+    no explicit mode) the run is disabled, with a warning.
+
+    Args:
+        name: display name of a created evaluation.
+        environments: environment names (resolved on the platform's hub).
+        model: the model evaluated.
+        config: the run config, stored as the created evaluation's metadata.
+        mode: `online` or `disabled`; None reads `PROCTOR_RUNS_MODE`.
+        id: attach to this evaluation instead of creating one.
+        api_url: the platform's origin.
+        api_key: the API key.
+        team_id: the team that owns a created evaluation.
+        on_error: `raise` makes `finish()` raise when something was not delivered.
+        run_dir: the run directory; the spool lives in `<run_dir>/platform/<id>/`
+            (default `~/.proctor/spool/<id>/`).
+        expected_samples: how many episodes a complete run logs (lets `proctor runs sync`
+            finalize a run whose process died after its last episode).
+        finish_timeout: default seconds `finish()` waits for uploads.
+        upload: batching knobs of the uploader.
+
+    Raises:
+        ConfigError: malformed settings, or `mode="online"` without a key.
+        AttachError: `id` given and the evaluation cannot be attached to.
+        PlatformError: the evaluation could not be created.
+    """
+    settings = load_settings(api_url=api_url, api_key=api_key, team_id=team_id, mode=mode)
+    key = settings.key()
+    run_mode = settings.runs_mode or ("online" if key else None)
+    if id is not None and run_mode == "disabled":
+        raise AttachError(
+            f"cannot attach to evaluation {id} while PROCTOR_RUNS_MODE=disabled; unset it to upload"
+        )
+    if run_mode is None:
+        if id is not None:
+            raise AttachError(
+                f"cannot attach to evaluation {id} without an API key; set PROCTOR_API_KEY"
+            )
+        log.warning("no platform API key (PROCTOR_API_KEY): this run is not uploaded")
+        run_mode = "disabled"
+    if run_mode == "disabled":
+        return Run(id=f"local-{uuid.uuid4().hex[:12]}", name=name, url=None, attached=False)
+    if key is None:
+        raise ConfigError("PROCTOR_RUNS_MODE=online needs an API key; set PROCTOR_API_KEY.")
+
+    client = PlatformClient(settings.api_url, key)
+    try:
+        if id is not None:
+            record = check_attachable(client, id)
+            evaluation_id, url, stored_config = id, record.get("viewer_url"), None
+        else:
+            created = create_evaluation(
+                client,
+                name=name,
+                environments=environments,
+                model=model,
+                config=config,
+                team_id=settings.team_id,
+            )
+            evaluation_id, url = str(created["evaluation_id"]), created.get("viewer_url")
+            stored_config = dict(config or {})
+    except BaseException:
+        client.close()
+        raise
+    base = run_dir if run_dir is not None else Path.home() / ".proctor" / "spool"
+    directory = spool_dir(base, evaluation_id) if run_dir is not None else base / evaluation_id
+    state = RunState(
+        evaluation_id=evaluation_id,
+        api_url=settings.api_url,
+        attached=id is not None,
+        name=name,
+        viewer_url=url,
+        config=stored_config,
+        expected_samples=expected_samples,
+        pid=os.getpid(),
+    )
+    log.info("run %s %s at %s", evaluation_id, "attached" if id else "created", url)
+    return Run(
+        id=evaluation_id,
+        name=name,
+        url=url,
+        attached=id is not None,
+        on_error=on_error,
+        finish_timeout=finish_timeout,
+        client=client,
+        state=state,
+        directory=directory,
+        upload=upload,
+    )

@@ -1,0 +1,82 @@
+"""`run.json`: what `proctor runs sync` needs to finish a run's uploads later (never the key)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STATE_FILE = "run.json"
+PLATFORM_DIR = "platform"
+
+RunPhase = Literal["open", "finish_pending", "finished"]
+
+
+class PendingFinish(BaseModel):
+    """A `finish()` that could not complete because samples were still spooled."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    status: Literal["completed", "failed", "cancelled"]
+    """The status the run finished with."""
+    error: str | None = None
+    """The failure reason, for failed and cancelled runs."""
+    summary: dict[str, Any] = Field(default_factory=dict)
+    """The summary metrics to write once every sample is sent."""
+
+
+class RunState(BaseModel):
+    """The spool directory's description of its evaluation."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="ignore")
+
+    evaluation_id: str
+    """The platform's evaluation id."""
+    api_url: str
+    """Origin of the platform the evaluation lives on."""
+    attached: bool
+    """True when the run attached to an evaluation someone else created (a launcher)."""
+    name: str = ""
+    """The run's display name."""
+    viewer_url: str | None = None
+    """Where the evaluation can be viewed."""
+    config: dict[str, Any] | None = None
+    """The run config stored as the evaluation's metadata (created runs only)."""
+    expected_samples: int | None = None
+    """How many episodes a complete run logs, when the caller said."""
+    phase: RunPhase = "open"
+    """`open` while the process runs, `finish_pending` when finish() left samples spooled."""
+    pending_finish: PendingFinish | None = None
+    """The finish to replay after the spool drained (phase `finish_pending`)."""
+    final_status: str | None = None
+    """How the run was closed (phase `finished`)."""
+    pid: int | None = None
+    """The process uploading right now (cleared when it finishes), so sync leaves it alone."""
+
+    def save(self, directory: Path) -> None:
+        """Write `run.json` atomically into `directory`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / (STATE_FILE + ".tmp")
+        tmp.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, directory / STATE_FILE)
+
+    @classmethod
+    def load(cls, directory: Path) -> RunState:
+        """Read `run.json` from `directory`."""
+        return cls.model_validate_json((directory / STATE_FILE).read_text(encoding="utf-8"))
+
+
+def spool_dir(run_dir: Path, evaluation_id: str) -> Path:
+    """`<run_dir>/platform/<evaluation_id>`: the spool of one evaluation."""
+    return run_dir / PLATFORM_DIR / evaluation_id
+
+
+def spool_dirs(run_dir: Path) -> list[Path]:
+    """Every evaluation spool directory under a run directory, oldest first."""
+    root = run_dir / PLATFORM_DIR
+    if not root.is_dir():
+        return []
+    dirs = [d for d in root.iterdir() if (d / STATE_FILE).is_file()]
+    return sorted(dirs, key=lambda d: (d / STATE_FILE).stat().st_mtime)

@@ -1,0 +1,311 @@
+"""The background uploader: queue → spool → batched POSTs → acknowledged offset.
+
+Two daemon threads per run:
+
+- the *spooler* takes record lists off a bounded in-memory queue, projects each record to a
+  sample, appends the encoded lines to the spool and wakes the sender. When the queue is
+  full the producer appends to the spool itself, so `log_episodes` never waits for the
+  network and never drops a record; RAM holds at most the queue, the disk holds the backlog;
+- the *sender* reads the spool from the acknowledged offset and POSTs batches of samples
+  (≤ 25 MiB, ≤ `max_batch_samples`, sent once the oldest line is `batch_interval` old, at
+  once when there is a full batch or a drain is asked). Transient failures are retried with
+  backoff until the run closes; a batch the server refuses as invalid is split until the bad
+  sample is isolated and set aside; any other refusal (401, 403, 404, ...) stops the sender
+  and leaves the spool for `proctor runs sync`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from proctor.errors import APIError, PlatformError
+from proctor.runs._client import PlatformClient, backoff_delay, is_transient
+from proctor.runs._projection import record_to_line
+from proctor.runs._spool import Spool
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 25 * 1024 * 1024
+_ENVELOPE = (b'{"samples":[', b"]}")
+_REJECTED_STATUSES = frozenset({400, 413, 422})
+
+Outcome = Literal["sent", "rejected", "fatal", "aborted"]
+
+
+@dataclass(frozen=True)
+class UploaderOptions:
+    """Batching and buffering knobs of the uploader."""
+
+    batch_interval: float = 1.0
+    """Seconds a sample may wait for companions before its batch is sent."""
+    max_batch_bytes: int = MAX_REQUEST_BYTES - 1024
+    """Largest request body, envelope included (the platform's ceiling is 25 MiB)."""
+    max_batch_samples: int = 2000
+    """Most samples in one request."""
+    queue_size: int = 4096
+    """`log_episodes` calls buffered in memory before the producer spools them itself."""
+    retry_cap: float = 5.0
+    """Longest backoff between two attempts (a `Retry-After` may ask for more, up to 60 s)."""
+
+
+@dataclass(frozen=True)
+class RunCounters:
+    """What happened to the records of a run, as seen by this process."""
+
+    logged: int
+    """Records handed to `log_episodes`."""
+    spooled: int
+    """Records written to the local spool."""
+    sent: int
+    """Records the server acknowledged."""
+    pending: int
+    """Records not yet acknowledged (queued or spooled, including any left by an earlier
+    process)."""
+    rejected: int
+    """Records the server refused for good (kept in `rejected.jsonl`)."""
+    errors: int
+    """Failed upload attempts and unprojectable records."""
+    last_error: str | None
+    """The most recent upload error, if any."""
+
+
+class Uploader:
+    """Moves records from `submit()` to the platform through the spool."""
+
+    def __init__(
+        self,
+        client: PlatformClient,
+        evaluation_id: str,
+        spool: Spool,
+        *,
+        on_record: Callable[[dict[str, Any]], None],
+        options: UploaderOptions | None = None,
+    ) -> None:
+        self._client = client
+        self._evaluation_id = evaluation_id
+        self.spool = spool
+        self._on_record = on_record
+        self.options = options or UploaderOptions()
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.queue_size)
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()  # projection + summary, when the producer spools
+        self._flush_requested = False
+        self._closing = False
+        self._abort = threading.Event()
+        self._pending_since: float | None = None if spool.drained() else time.monotonic()
+        self.logged = 0
+        self.sent = 0
+        self.rejected = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.fatal: PlatformError | None = None
+        self._unprojectable = 0
+        self._spooler = threading.Thread(
+            target=self._spool_loop, name="proctor-spooler", daemon=True
+        )
+        self._sender = threading.Thread(
+            target=self._send_loop, name="proctor-uploader", daemon=True
+        )
+        self._spooler.start()
+        self._sender.start()
+
+    # -- producer side ---------------------------------------------------------------------
+
+    def submit(self, records: list[dict[str, Any]]) -> None:
+        """Hand records over; a queue put, or a direct spool append when the queue is full."""
+        self.logged += len(records)
+        try:
+            self._queue.put_nowait(records)
+        except queue.Full:
+            self._write([records])
+
+    def counters(self) -> RunCounters:
+        """A snapshot of the counters."""
+        spooled = self.spool.appended_records
+        queued = max(0, self.logged - spooled - self._unprojectable)
+        return RunCounters(
+            logged=self.logged,
+            spooled=spooled,
+            sent=self.sent,
+            pending=queued + self.spool.pending_records,
+            rejected=self.rejected,
+            errors=self.errors,
+            last_error=self.last_error,
+        )
+
+    # -- spooler thread --------------------------------------------------------------------
+
+    _unprojectable = 0
+
+    def _write(self, batches: list[list[dict[str, Any]]]) -> None:
+        with self._write_lock:
+            lines = []
+            for records in batches:
+                for record in records:
+                    try:
+                        lines.append(record_to_line(record))
+                    except (KeyError, TypeError, ValueError) as e:
+                        self._unprojectable += 1
+                        self._note_error(f"a record could not be turned into a sample: {e!r}")
+                        continue
+                    self._on_record(record)
+            self.spool.append(lines)
+        if lines:
+            with self._cond:
+                if self._pending_since is None:
+                    self._pending_since = time.monotonic()
+                self._cond.notify_all()
+
+    def _spool_loop(self) -> None:
+        stop = False
+        while not stop:
+            items = [self._queue.get()]
+            while len(items) < 512:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            batches = [i for i in items if isinstance(i, list)]
+            barriers = [i for i in items if isinstance(i, threading.Event)]
+            stop = any(i is None for i in items)
+            try:
+                self._write(batches)
+            except OSError as e:  # disk full, spool dir removed: nothing sensible left to do
+                self._note_error(f"cannot write the spool {self.spool.path}: {e}")
+                log.error("cannot write the spool %s: %s", self.spool.path, e)
+            for barrier in barriers:
+                barrier.set()
+
+    # -- sender thread ---------------------------------------------------------------------
+
+    def _ready(self, pos: int) -> bool:
+        if pos >= self.spool.size:
+            return False
+        if self._flush_requested or self._closing:
+            return True
+        if self.spool.size - pos >= self.options.max_batch_bytes:
+            return True
+        if self.spool.pending_records >= self.options.max_batch_samples:
+            return True
+        since = self._pending_since
+        return since is not None and time.monotonic() - since >= self.options.batch_interval
+
+    def _send_loop(self) -> None:
+        pos = self.spool.acked
+        while not self._abort.is_set():
+            with self._cond:
+                while not self._abort.is_set() and not self._ready(pos):
+                    if self._closing and pos >= self.spool.size:
+                        return
+                    self._cond.wait(timeout=0.1)
+            if self._abort.is_set():
+                return
+            started = time.monotonic()
+            cap = self.options.max_batch_bytes - len(_ENVELOPE[0]) - len(_ENVELOPE[1])
+            lines, end = self.spool.read_batch(
+                pos, max_bytes=cap, max_count=self.options.max_batch_samples
+            )
+            if not lines:
+                continue
+            self.spool.sync_to_disk()
+            outcome = self._deliver(lines)
+            if outcome in ("fatal", "aborted"):
+                with self._cond:
+                    self._cond.notify_all()
+                return
+            self.spool.ack(end, len(lines))
+            pos = end
+            with self._cond:
+                self._pending_since = None if pos >= self.spool.size else started
+                self._cond.notify_all()
+
+    def _deliver(self, lines: list[bytes]) -> Outcome:
+        """Send lines until acknowledged; split a refused batch to set bad samples aside."""
+        outcome = self._post(lines)
+        if outcome != "rejected":
+            if outcome == "sent":
+                self.sent += len(lines)
+            return outcome
+        if len(lines) == 1:
+            self.spool.reject(lines[0])
+            self.rejected += 1
+            return "sent"
+        mid = len(lines) // 2
+        for half in (lines[:mid], lines[mid:]):
+            result = self._deliver(half)
+            if result in ("fatal", "aborted"):
+                return result
+        return "sent"
+
+    def _post(self, lines: list[bytes]) -> Outcome:
+        body = _ENVELOPE[0] + b",".join(line[:-1] for line in lines) + _ENVELOPE[1]
+        attempt = 0
+        while True:
+            try:
+                self._client.post_samples(self._evaluation_id, body)
+                if attempt:
+                    log.info("sample uploads resumed after %d failed attempts", attempt)
+                return "sent"
+            except PlatformError as e:
+                if is_transient(e):
+                    attempt += 1
+                    self._note_error(str(e))
+                    if attempt == 1:
+                        log.warning("sample upload failed, retrying until it succeeds: %s", e)
+                    delay = backoff_delay(attempt, e, cap=self.options.retry_cap)
+                    if self._abort.wait(delay):
+                        return "aborted"
+                    continue
+                self._note_error(str(e))
+                if isinstance(e, APIError) and e.status_code in _REJECTED_STATUSES:
+                    log.warning("the platform refused %d sample(s): %s", len(lines), e)
+                    return "rejected"
+                log.error("sample uploads stopped; the spool keeps the rest: %s", e)
+                self.fatal = e
+                return "fatal"
+
+    def _note_error(self, message: str) -> None:
+        self.errors += 1
+        self.last_error = message
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def drain(self, timeout: float) -> bool:
+        """Spool everything queued, then send it all; True when the server acked everything."""
+        deadline = time.monotonic() + timeout
+        barrier = threading.Event()
+        try:
+            self._queue.put(barrier, timeout=max(0.0, timeout))
+        except queue.Full:
+            return False
+        if not barrier.wait(max(0.0, deadline - time.monotonic())):
+            return False
+        with self._cond:
+            self._flush_requested = True
+            self._cond.notify_all()
+            while not self.spool.drained():
+                if self.fatal is not None or not self._sender.is_alive():
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(timeout=min(left, 0.1))
+        return True
+
+    def close(self) -> None:
+        """Stop both threads (whatever is still spooled stays in the spool)."""
+        self._closing = True
+        self._abort.set()
+        with self._cond:
+            self._cond.notify_all()
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=5.0)
+        self._spooler.join(timeout=10.0)
+        self._sender.join(timeout=10.0)
