@@ -1,0 +1,79 @@
+"""`proctor keys create|list|revoke`: manage API keys directly in the server's database.
+
+These commands open the same database as `proctor server` (`--data-dir`, or
+`PROCTOR_DATABASE_URL`/`DATABASE_URL`), so they work whether or not the server runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from proctor.server.db.base import as_utc
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="proctor keys", description="Manage API keys.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="create a key and print its secret once")
+    create.add_argument("--name", required=True, help="display name of the key")
+    create.add_argument(
+        "--user", help="user the key belongs to (created if missing; default: NAME)"
+    )
+    create.add_argument("--team", help="add the user to this team so the key sees its evaluations")
+    create.add_argument(
+        "--admin", action="store_true", help="the key sees and may change everything"
+    )
+    create.add_argument("--evaluation", help="limit the key to this one evaluation id")
+    sub.add_parser("list", help="list keys (never their secrets)")
+    revoke = sub.add_parser("revoke", help="revoke a key by id or displayed prefix")
+    revoke.add_argument("key", help="key id or prefix as shown by `proctor keys list`")
+    for p in (create, *sub.choices.values()):
+        p.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments and act on the database."""
+    args = _parser().parse_args(argv)
+    from proctor.server.auth import service
+    from proctor.server.setup import open_database, settings_from
+
+    db = open_database(settings_from(args.data_dir))
+    try:
+        if args.action == "create":
+            with db.write() as session:
+                created = service.create_key(
+                    session,
+                    name=args.name,
+                    user_name=args.user,
+                    team_id=args.team,
+                    is_admin=args.admin,
+                    evaluation_id=args.evaluation,
+                )
+            print(created.secret)
+            print(
+                f"created key {created.key.id} ({created.key.prefix}...); "
+                "this is the only time the secret is shown."
+            )
+        elif args.action == "list":
+            with db.read() as session:
+                rows = service.list_keys(session)
+            print(f"{'ID':36}  {'PREFIX':12}  {'NAME':20}  {'USER':16}  FLAGS")
+            for key, user in rows:
+                flags = []
+                if key.is_admin:
+                    flags.append("admin")
+                if key.scope_evaluation_id:
+                    flags.append(f"evaluation={key.scope_evaluation_id}")
+                if key.revoked_at:
+                    flags.append(f"revoked={as_utc(key.revoked_at):%Y-%m-%dT%H:%M:%SZ}")
+                name, owner = key.name[:20], user.name[:16]
+                print(f"{key.id:36}  {key.prefix:12}  {name:20}  {owner:16}  {' '.join(flags)}")
+        else:
+            with db.write() as session:
+                key = service.revoke_key(session, args.key)
+                key_id = key.id
+            print(f"revoked key {key_id}")
+    finally:
+        db.dispose()
+    return 0

@@ -1,0 +1,108 @@
+"""`proctor server`: run the platform; `proctor server migrate`: only apply migrations.
+
+Storage is a SQLite file in the data dir unless `PROCTOR_DATABASE_URL` (or `DATABASE_URL`)
+names another database (PostgreSQL: `postgresql://user:pass@host:port/db`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from proctor.errors import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proctor server",
+        description="Run the platform server (REST API + dashboard). "
+        "`proctor server migrate` applies database migrations and exits.",
+    )
+    parser.add_argument("action", nargs="?", choices=["migrate"], help="only apply migrations")
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1, PROCTOR_HOST)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8000, PROCTOR_PORT)")
+    parser.add_argument("--data-dir", help="directory of the SQLite file (default ~/.proctor)")
+    parser.add_argument("--public-url", help="origin for links to the dashboard (viewer_url)")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments and serve (or migrate)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from proctor.server.setup import open_database, settings_from
+
+    try:
+        settings = settings_from(
+            args.data_dir, host=args.host, port=args.port, public_url=args.public_url
+        )
+    except ValueError as e:
+        raise ConfigError(
+            f"Invalid server setting: {e}; fix the flag or PROCTOR_* variable."
+        ) from e
+    if args.action == "migrate":
+        open_database(settings).dispose()
+        print(f"migrations applied to {_describe(settings.resolved_database_url())}")
+        return 0
+    return serve(settings)
+
+
+def _describe(url: str) -> str:
+    # Never print a password from the database URL.
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def serve(settings: object) -> int:
+    """Prepare the database, then run uvicorn until SIGTERM/SIGINT."""
+    import uvicorn
+
+    from proctor.server.app import create_app
+    from proctor.server.auth import service as auth
+    from proctor.server.settings import Settings
+    from proctor.server.setup import prepare_database
+
+    assert isinstance(settings, Settings)
+    db = None
+    try:
+        from proctor.server.db.session import make_session_factory
+
+        db = make_session_factory(settings)
+        prepare_database(settings, db)
+        with db.read() as session:
+            has_keys = auth.has_keys(session)
+    except Exception as e:
+        raise ConfigError(
+            f"Cannot open the database {_describe(settings.resolved_database_url())} ({e}); "
+            "check PROCTOR_DATABASE_URL or --data-dir."
+        ) from e
+    finally:
+        if db is not None:
+            db.dispose()
+    if not has_keys:
+        print(
+            "No API key exists yet: create one with "
+            "`proctor keys create --name admin --admin"
+            + (f" --data-dir {settings.data_dir}`" if settings.database_url is None else "`")
+            + " (or set PROCTOR_BOOTSTRAP_KEY).",
+            file=sys.stderr,
+        )
+    app = create_app(settings, prepare=False)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        timeout_graceful_shutdown=15,
+        log_config=None,
+    )
+    uvicorn.Server(config).run()
+    return 0

@@ -1,0 +1,62 @@
+"""`proctor teams ...`: create teams and manage membership directly in the server's database.
+
+Like `proctor keys`, these act on the database of `--data-dir` (or `PROCTOR_DATABASE_URL`).
+A team's id is what clients send as `team_id`; it defaults to the team's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="proctor teams", description="Manage teams.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="create a team")
+    create.add_argument("name", help="team name")
+    create.add_argument("--id", help="team id clients send as team_id (default: NAME)")
+    sub.add_parser("list", help="list teams")
+    add = sub.add_parser("add-member", help="add a user (created if missing) to a team")
+    add.add_argument("team", help="team id")
+    add.add_argument("user", help="user name")
+    remove = sub.add_parser("remove-member", help="remove a user from a team")
+    remove.add_argument("team", help="team id")
+    remove.add_argument("user", help="user name")
+    members = sub.add_parser("members", help="list a team's members")
+    members.add_argument("team", help="team id")
+    for p in sub.choices.values():
+        p.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments and act on the database."""
+    args = _parser().parse_args(argv)
+    from proctor.server.auth import service
+    from proctor.server.setup import open_database, settings_from
+
+    db = open_database(settings_from(args.data_dir))
+    try:
+        if args.action == "create":
+            with db.write() as session:
+                team = service.create_team(session, args.name, team_id=args.id)
+                print(f"created team {team.id}")
+        elif args.action == "list":
+            with db.read() as session:
+                for team in service.list_teams(session):
+                    print(f"{team.id}\t{team.name}")
+        elif args.action == "add-member":
+            with db.write() as session:
+                service.add_member(session, args.team, args.user)
+            print(f"added {args.user} to {args.team}")
+        elif args.action == "remove-member":
+            with db.write() as session:
+                service.remove_member(session, args.team, args.user)
+            print(f"removed {args.user} from {args.team}")
+        else:
+            with db.read() as session:
+                for member, user in service.list_members(session, args.team):
+                    print(f"{user.name}\t{member.role}")
+    finally:
+        db.dispose()
+    return 0

@@ -1,0 +1,79 @@
+"""`create_app(settings)`: the FastAPI application of the platform.
+
+Routers are collected from two lists so other packages can add theirs with one line:
+`api_routers()` are mounted under `/api/v1`, `site_routers()` at the root (the dashboard).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from proctor import __version__
+from proctor.server.db.session import Database, make_session_factory
+from proctor.server.errors import install_error_handlers
+from proctor.server.settings import Settings
+from proctor.server.setup import prepare_database
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1"
+
+
+def api_routers() -> list[APIRouter]:
+    """Routers of the REST API, mounted under `/api/v1`."""
+    from proctor.server.auth.endpoints import router as auth_router
+    from proctor.server.environments.endpoints import router as environments_router
+    from proctor.server.evaluations.endpoints import router as evaluations_router
+    from proctor.server.traces.endpoints import router as traces_router
+
+    return [auth_router, environments_router, evaluations_router, traces_router]
+
+
+def site_routers() -> list[APIRouter]:
+    """Routers mounted at the root (the web dashboard)."""
+    return []
+
+
+def create_app(settings: Settings | None = None, *, prepare: bool = True) -> FastAPI:
+    """The platform app for `settings`.
+
+    Args:
+        settings: Server settings; read from the environment when omitted.
+        prepare: On startup, apply migrations, create the bootstrap key and complete runs
+            left PROCESSING. Turn off when the caller has done it.
+    """
+    settings = settings or Settings()
+    db: Database = make_session_factory(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if prepare:
+            await run_in_threadpool(prepare_database, settings, db)
+        yield
+        db.dispose()
+
+    app = FastAPI(
+        title="proctor platform",
+        version=__version__,
+        description="Evaluations, samples and hosted runs of proctor (see platform-api.md).",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.db = db
+    install_error_handlers(app)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """Liveness: answers without a key."""
+        return {"status": "ok", "version": __version__}
+
+    for router in api_routers():
+        app.include_router(router, prefix=API_PREFIX)
+    for router in site_routers():
+        app.include_router(router)
+    return app

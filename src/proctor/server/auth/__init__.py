@@ -1,0 +1,1 @@
+"""API keys, users, teams and the principal each request acts as."""

@@ -1,0 +1,92 @@
+"""Queries on users, teams, memberships and API keys."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from proctor.server.db.models import ApiKey, Team, TeamMember, User
+
+
+def key_with_user(session: Session, key_hash: str) -> tuple[ApiKey, User] | None:
+    """The key with this hash and its user, or None."""
+    row = session.execute(
+        select(ApiKey, User)
+        .join(User, User.id == ApiKey.user_id)
+        .where(ApiKey.key_hash == key_hash)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def team_ids_of(session: Session, user_id: str) -> list[str]:
+    """Ids of the teams the user belongs to."""
+    return list(session.scalars(select(TeamMember.team_id).where(TeamMember.user_id == user_id)))
+
+
+def count_keys(session: Session) -> int:
+    """How many API keys exist (revoked ones included)."""
+    return int(session.scalar(select(func.count()).select_from(ApiKey)) or 0)
+
+
+def user_by_name(session: Session, name: str) -> User | None:
+    """The user with this name, or None."""
+    return session.scalar(select(User).where(User.name == name))
+
+
+def user_by_id(session: Session, user_id: str) -> User | None:
+    """The user with this id, or None."""
+    return session.get(User, user_id)
+
+
+def team_by_id(session: Session, team_id: str) -> Team | None:
+    """The team with this id, or None."""
+    return session.get(Team, team_id)
+
+
+def teams_by_ids(session: Session, team_ids: Sequence[str]) -> list[Team]:
+    """The teams with these ids, by id."""
+    if not team_ids:
+        return []
+    return list(session.scalars(select(Team).where(Team.id.in_(team_ids)).order_by(Team.id)))
+
+
+def list_teams(session: Session) -> list[Team]:
+    """Every team, by id."""
+    return list(session.scalars(select(Team).order_by(Team.id)))
+
+
+def membership(session: Session, team_id: str, user_id: str) -> TeamMember | None:
+    """The membership row, or None."""
+    return session.get(TeamMember, (team_id, user_id))
+
+
+def members_of(session: Session, team_id: str) -> list[tuple[TeamMember, User]]:
+    """Memberships of a team with their users, by user name."""
+    rows = session.execute(
+        select(TeamMember, User)
+        .join(User, User.id == TeamMember.user_id)
+        .where(TeamMember.team_id == team_id)
+        .order_by(User.name)
+    )
+    return [(m, u) for m, u in rows.tuples()]
+
+
+def list_keys(session: Session) -> list[tuple[ApiKey, User]]:
+    """Every key with its user, oldest first."""
+    rows = session.execute(
+        select(ApiKey, User).join(User, User.id == ApiKey.user_id).order_by(ApiKey.created_at)
+    )
+    return [(k, u) for k, u in rows.tuples()]
+
+
+def keys_matching(session: Session, ref: str) -> list[ApiKey]:
+    """Keys whose id, or displayed prefix, equals `ref`."""
+    return list(session.scalars(select(ApiKey).where((ApiKey.id == ref) | (ApiKey.prefix == ref))))
+
+
+def touch_key(session: Session, key_id: str, when: datetime) -> None:
+    """Record that the key was used at `when`."""
+    session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=when))

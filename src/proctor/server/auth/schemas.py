@@ -1,0 +1,65 @@
+"""The principal a request acts as, and the shapes of the user endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from proctor.server.errors import ScopeDenied
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: the key, its user, the user's teams and the key's scope."""
+
+    key_id: str
+    user_id: str
+    user_name: str
+    is_admin: bool
+    team_ids: frozenset[str]
+    scope_evaluation_id: str | None = None
+
+    def require_unscoped(self) -> None:
+        """Refuse a key scoped to one evaluation (for calls outside that evaluation)."""
+        if self.scope_evaluation_id is not None:
+            raise ScopeDenied(
+                "This key is limited to one evaluation and may not make this call; "
+                "use an unscoped key."
+            )
+
+    def require_evaluation(self, evaluation_id: str) -> None:
+        """Refuse a scoped key for any evaluation but its own."""
+        if self.scope_evaluation_id is not None and self.scope_evaluation_id != evaluation_id:
+            raise ScopeDenied("This key is limited to another evaluation; use a key for this one.")
+
+
+class TeamOut(BaseModel):
+    """A team as the user endpoints show it."""
+
+    id: str
+    teamId: str
+    slug: str
+    name: str
+
+
+class WhoAmI(BaseModel):
+    """The key's user."""
+
+    id: str
+    slug: str
+    name: str
+    is_admin: bool
+    teams: list[TeamOut]
+
+
+class WhoAmIResponse(BaseModel):
+    """Answer of `GET /user/whoami`."""
+
+    data: WhoAmI
+
+
+class TeamsResponse(BaseModel):
+    """Answer of `GET /user/teams`."""
+
+    data: list[TeamOut]

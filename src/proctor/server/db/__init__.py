@@ -1,0 +1,1 @@
+"""Database layer: the declarative base, the tables, and engine/session creation."""

@@ -1,0 +1,196 @@
+"""The tables of the platform. Alembic's initial revision creates exactly these.
+
+Evaluations keep running counters (`total_samples`, `reward_sum`, `reward_count`,
+`min_score`, `max_score`) updated in the same transaction as each sample batch, so reading an
+evaluation never scans its samples. Samples carry a dense 1-based `seq` per evaluation, so a
+page is a range on `(evaluation_id, seq)` rather than an OFFSET scan.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from proctor.server.db.base import Base, new_id, utcnow
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid), not BIGINT.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class User(Base):
+    """A person or service that owns keys and evaluations."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Team(Base):
+    """A group of users sharing evaluations; `id` is what clients send as `team_id`."""
+
+    __tablename__ = "teams"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TeamMember(Base):
+    """Membership of one user in one team."""
+
+    __tablename__ = "team_members"
+
+    team_id: Mapped[str] = mapped_column(
+        ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[str] = mapped_column(String(32), default="member")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key; only the SHA-256 of the secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    scope_evaluation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("evaluations.id", ondelete="CASCADE"), index=True
+    )
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+
+
+class Environment(Base):
+    """An environment in the hub, unique per `(owner, name)`."""
+
+    __tablename__ = "environments"
+    __table_args__ = (UniqueConstraint("owner", "name", name="uq_environments_owner_name"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id", ondelete="SET NULL"))
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    latest_version_id: Mapped[str | None] = mapped_column(String(64))
+    latest_semantic_version: Mapped[str | None] = mapped_column(String(64))
+    latest_content_hash: Mapped[str | None] = mapped_column(String(128))
+
+
+class Evaluation(Base):
+    """One evaluation run: its record fields, status and sample counters."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        Index("ix_evaluations_user_created", "user_id", "created_at"),
+        Index("ix_evaluations_team_created", "team_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(512))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error_message: Mapped[str | None] = mapped_column(Text)
+    model_name: Mapped[str | None] = mapped_column(String(512))
+    dataset: Mapped[str | None] = mapped_column(String(512))
+    framework: Mapped[str | None] = mapped_column(String(200))
+    task_type: Mapped[str | None] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # The `metadata` object exactly as the client sent it (JSON text), returned verbatim.
+    metadata_raw: Mapped[str] = mapped_column(Text, default="{}")
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    environments: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    environment_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    environment_names: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    run_id: Mapped[str | None] = mapped_column(String(200))
+    suite_id: Mapped[str | None] = mapped_column(String(200))
+    is_hosted: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_public: Mapped[bool] = mapped_column(Boolean, default=False)
+    team_id: Mapped[str | None] = mapped_column(ForeignKey("teams.id", ondelete="SET NULL"))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+    finalized_at: Mapped[datetime | None]
+    total_samples: Mapped[int] = mapped_column(Integer, default=0)
+    reward_sum: Mapped[float] = mapped_column(Float, default=0.0)
+    reward_count: Mapped[int] = mapped_column(Integer, default=0)
+    min_score: Mapped[float | None] = mapped_column(Float)
+    max_score: Mapped[float | None] = mapped_column(Float)
+    avg_score: Mapped[float | None] = mapped_column(Float)
+
+
+class Sample(Base):
+    """One sample (one episode); `data` is the whole sample JSON as sent."""
+
+    __tablename__ = "samples"
+    __table_args__ = (
+        UniqueConstraint("evaluation_id", "sample_id", name="uq_samples_evaluation_sample"),
+        UniqueConstraint("evaluation_id", "seq", name="uq_samples_evaluation_seq"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    evaluation_id: Mapped[str] = mapped_column(ForeignKey("evaluations.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    sample_id: Mapped[str] = mapped_column(String(200))
+    example_id: Mapped[int | None] = mapped_column(BigInteger)
+    rollout_number: Mapped[int | None] = mapped_column(Integer)
+    reward: Mapped[float | None] = mapped_column(Float)
+    has_error: Mapped[bool] = mapped_column(Boolean, default=False)
+    data: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class HostedEvaluation(Base):
+    """Launcher state of a hosted evaluation. `secrets` is never returned nor logged."""
+
+    __tablename__ = "hosted_evaluations"
+
+    evaluation_id: Mapped[str] = mapped_column(
+        ForeignKey("evaluations.id", ondelete="CASCADE"), primary_key=True
+    )
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Deleted (set to NULL) when the sandbox ends; no endpoint ever returns it.
+    secrets: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    backend: Mapped[str] = mapped_column(String(32), default="local")
+    sandbox_handle: Mapped[str | None] = mapped_column(String(200))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    launcher_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    log_path: Mapped[str | None] = mapped_column(Text)
+    timeout_minutes: Mapped[float | None] = mapped_column(Float)
+    expected_samples: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)

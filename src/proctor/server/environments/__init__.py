@@ -1,0 +1,1 @@
+"""The environments hub: names of environments that evaluations refer to."""

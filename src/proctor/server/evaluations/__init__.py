@@ -1,0 +1,1 @@
+"""Evaluations: records, samples, finalize and the statistics task."""

@@ -1,0 +1,207 @@
+"""HTTP routes of evaluations and their samples (thin: parse, call the service, render).
+
+Create and list are served at both `/evaluations/` and `/evaluations`, and samples at both
+`.../samples` and `.../samples/`, so no client is ever redirected (one uploader does not
+follow redirects). Records are rendered as JSON text so `metadata` is returned verbatim.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, BackgroundTasks, Query, Response
+
+from proctor.server.auth.dependencies import CurrentPrincipal
+from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
+from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
+from proctor.server.evaluations import render, samples, service
+from proctor.server.evaluations.schemas import (
+    CreatedEvaluation,
+    CreateEvaluation,
+    EvaluationList,
+    EvaluationRecord,
+    Finalized,
+    FinalizeEvaluation,
+    SamplesAppended,
+    SamplesBody,
+    SamplesPage,
+    UpdateEvaluation,
+)
+from proctor.server.request_body import parse_json_object
+
+router = APIRouter(prefix="/evaluations", tags=["evaluations"])
+
+
+def _json(text: str, status_code: int = 200) -> Response:
+    return Response(
+        content=text.encode("utf-8"), status_code=status_code, media_type="application/json"
+    )
+
+
+@router.post(
+    "/",
+    status_code=201,
+    response_model=CreatedEvaluation,
+    openapi_extra=body_schema(CreateEvaluation),
+)
+def create_evaluation(
+    principal: CurrentPrincipal, body: JsonBody, session: WriteSession, settings: SettingsDep
+) -> CreatedEvaluation:
+    """Create an evaluation (status RUNNING)."""
+    payload = validate(CreateEvaluation, body.value)
+    evaluation = service.create_evaluation(
+        session, principal, payload, metadata_raw=body.raw.get("metadata")
+    )
+    return CreatedEvaluation(
+        evaluation_id=evaluation.id,
+        id=evaluation.id,
+        name=evaluation.name,
+        status=evaluation.status,
+        viewer_url=render.viewer_url(settings.resolved_public_url(), evaluation.id),
+    )
+
+
+router.add_api_route(
+    "",
+    create_evaluation,
+    methods=["POST"],
+    status_code=201,
+    response_model=CreatedEvaluation,
+    include_in_schema=False,
+)
+
+
+@router.get("/", response_model=EvaluationList)
+def list_evaluations(
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    settings: SettingsDep,
+    skip: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    team_id: Annotated[str | None, Query(max_length=200)] = None,
+    environment_name: Annotated[str | None, Query(max_length=400)] = None,
+    suite_id: Annotated[str | None, Query(max_length=200)] = None,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+) -> Response:
+    """The evaluations this key sees, newest first."""
+    evaluations, total = service.list_evaluations(
+        session,
+        principal,
+        skip=skip,
+        limit=limit,
+        team_id=team_id,
+        environment_name=environment_name,
+        suite_id=suite_id,
+        status=status,
+    )
+    return _json(
+        render.render_list(evaluations, total, skip, limit, settings.resolved_public_url())
+    )
+
+
+router.add_api_route(
+    "", list_evaluations, methods=["GET"], response_model=EvaluationList, include_in_schema=False
+)
+
+
+@router.get("/{evaluation_id}", response_model=EvaluationRecord)
+def get_evaluation(
+    evaluation_id: str, principal: CurrentPrincipal, session: ReadSession, settings: SettingsDep
+) -> Response:
+    """One evaluation record."""
+    evaluation = service.get_visible(session, principal, evaluation_id)
+    return _json(render.render_record(evaluation, settings.resolved_public_url()))
+
+
+@router.put(
+    "/{evaluation_id}",
+    response_model=EvaluationRecord,
+    openapi_extra=body_schema(UpdateEvaluation),
+)
+def update_evaluation(
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    body: JsonBody,
+    session: WriteSession,
+    settings: SettingsDep,
+) -> Response:
+    """Change some fields; `status` may be FAILED or CANCELLED (409 on a terminal run)."""
+    payload = validate(UpdateEvaluation, body.value)
+    evaluation = service.update_evaluation(
+        session, principal, evaluation_id, payload, metadata_raw=body.raw.get("metadata")
+    )
+    session.flush()
+    return _json(render.render_record(evaluation, settings.resolved_public_url()))
+
+
+def append_samples(
+    evaluation_id: str, principal: CurrentPrincipal, body: RawBody, db: DatabaseDep
+) -> SamplesAppended:
+    """Append samples; a replayed `sample_id` is stored once and counts as success."""
+    principal.require_evaluation(evaluation_id)
+    parsed = parse_json_object(body, split_array="samples")
+    with db.write() as session:
+        result = samples.append_samples(session, principal, evaluation_id, parsed)
+    return SamplesAppended(
+        evaluation_id=evaluation_id,
+        received=result.received,
+        inserted=result.inserted,
+        duplicates=result.duplicates,
+        total_samples=result.total_samples,
+    )
+
+
+router.add_api_route(
+    "/{evaluation_id}/samples",
+    append_samples,
+    methods=["POST"],
+    response_model=SamplesAppended,
+    openapi_extra=body_schema(SamplesBody),
+)
+router.add_api_route(
+    "/{evaluation_id}/samples/",
+    append_samples,
+    methods=["POST"],
+    response_model=SamplesAppended,
+    include_in_schema=False,
+)
+
+
+@router.get("/{evaluation_id}/samples", response_model=SamplesPage)
+def list_samples(
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    page: Annotated[int, Query(ge=1, le=100_000_000)] = 1,
+    limit: Annotated[int, Query(ge=1, le=samples.PAGE_LIMIT_MAX)] = 100,
+) -> Response:
+    """One page of samples, each exactly as it was sent."""
+    rows, total = samples.samples_page(session, principal, evaluation_id, page=page, limit=limit)
+    return _json(render.render_samples_page(rows, total, page, limit))
+
+
+@router.post(
+    "/{evaluation_id}/finalize",
+    response_model=Finalized,
+    openapi_extra=body_schema(FinalizeEvaluation),
+)
+def finalize_evaluation(
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    body: JsonBody,
+    session: WriteSession,
+    settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+) -> Finalized:
+    """Finalize: PROCESSING now, COMPLETED once the statistics task has run."""
+    payload = validate(FinalizeEvaluation, body.value)
+    evaluation = service.finalize(session, principal, evaluation_id, payload.metrics)
+    if evaluation.status == "PROCESSING":
+        background.add_task(service.complete_statistics, db, evaluation_id)
+    return Finalized(
+        evaluation_id=evaluation.id,
+        status=evaluation.status,
+        viewer_url=render.viewer_url(settings.resolved_public_url(), evaluation.id),
+        message="Finalized; statistics are computed in the background.",
+    )

@@ -1,0 +1,164 @@
+"""Appending and paging samples: the ingest hot path.
+
+One batch is one transaction: the evaluation row is locked (`FOR UPDATE` on PostgreSQL;
+SQLite writers are serialised), replays are filtered out, the rest inserted with one
+multi-row `INSERT ... ON CONFLICT DO NOTHING` and dense `seq` numbers taken from the
+evaluation's counter, and the counters are updated. Samples are validated with plain
+checks rather than a pydantic model per sample, and stored as the exact JSON text sent.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from proctor.server.auth.schemas import Principal
+from proctor.server.db.base import utcnow
+from proctor.server.errors import Conflict, InvalidInput
+from proctor.server.evaluations import repository
+from proctor.server.evaluations.schemas import CLOSED_STATUSES
+from proctor.server.evaluations.service import get_visible
+from proctor.server.request_body import JsonObjectBody
+
+SAMPLE_ID_MAX = 200
+INT64 = 2**63
+INT32 = 2**31
+PAGE_LIMIT_MAX = 1000
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Outcome of one samples batch."""
+
+    received: int
+    inserted: int
+    duplicates: int
+    total_samples: int
+
+
+def _int_field(sample: dict[str, Any], key: str, index: int, bound: int) -> int | None:
+    value = sample.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -bound < value < bound:
+        raise InvalidInput(
+            f"samples[{index}].{key} must be an integer or null; fix that sample and resend.",
+        )
+    return value
+
+
+def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
+    """Validate the batch and build its rows (without `seq`), dropping in-batch repeats."""
+    samples = body.value.get("samples")
+    if not isinstance(samples, list) or body.items_raw is None:
+        raise InvalidInput(
+            'The body must be {"samples": [...]} with a list of sample objects; fix the body.'
+        )
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    now = utcnow()
+    for index, (sample, raw) in enumerate(zip(samples, body.items_raw, strict=True)):
+        if not isinstance(sample, dict):
+            raise InvalidInput(
+                f"samples[{index}] must be a JSON object; fix that sample and resend."
+            )
+        sample_id = sample.get("sample_id")
+        if sample_id is None:
+            # Without an id there is nothing to de-duplicate on: every row is new.
+            sample_id = str(uuid.uuid4())
+        elif isinstance(sample_id, bool) or not isinstance(sample_id, str | int):
+            raise InvalidInput(f"samples[{index}].sample_id must be a string; fix that sample.")
+        sample_id = str(sample_id)
+        if not sample_id or len(sample_id) > SAMPLE_ID_MAX or "\x00" in sample_id:
+            raise InvalidInput(
+                f"samples[{index}].sample_id must be 1 to {SAMPLE_ID_MAX} characters; fix it."
+            )
+        reward = sample.get("reward")
+        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
+            raise InvalidInput(
+                f"samples[{index}].reward must be a number or null; fix that sample."
+            )
+        example_id = _int_field(sample, "example_id", index, INT64)
+        rollout_number = _int_field(sample, "rollout_number", index, INT32)
+        if sample_id in seen:
+            continue
+        seen.add(sample_id)
+        rows.append(
+            {
+                "evaluation_id": evaluation_id,
+                "sample_id": sample_id,
+                "example_id": example_id,
+                "rollout_number": rollout_number,
+                "reward": None if reward is None else float(reward),
+                "has_error": sample.get("error") not in (None, {}, "", False),
+                "data": raw,
+                "created_at": now,
+            }
+        )
+    return rows
+
+
+def append_samples(
+    session: Session, principal: Principal, evaluation_id: str, body: JsonObjectBody
+) -> AppendResult:
+    """Append a batch of samples; replays of stored `sample_id`s are skipped, not errors.
+
+    Raises:
+        InvalidInput: The batch is malformed (nothing is stored).
+        Conflict: The run is FAILED, CANCELLED or TIMEOUT.
+    """
+    principal.require_evaluation(evaluation_id)
+    rows = _prepare(evaluation_id, body)
+    received = len(body.items_raw or [])
+    evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
+    if evaluation.status in CLOSED_STATUSES:
+        raise Conflict(
+            f"Evaluation {evaluation_id} is {evaluation.status}; it takes no more samples.",
+            code="evaluation_closed",
+        )
+    existing = repository.existing_sample_ids(
+        session, evaluation_id, [r["sample_id"] for r in rows]
+    )
+    fresh = [row for row in rows if row["sample_id"] not in existing]
+    if fresh:
+        seq = evaluation.total_samples
+        rewards: list[float] = []
+        for row in fresh:
+            seq += 1
+            row["seq"] = seq
+            if row["reward"] is not None and math.isfinite(row["reward"]):
+                rewards.append(row["reward"])
+        repository.insert_samples(session, fresh)
+        evaluation.total_samples = seq
+        if rewards:
+            evaluation.reward_sum += sum(rewards)
+            evaluation.reward_count += len(rewards)
+            low, high = min(rewards), max(rewards)
+            evaluation.min_score = (
+                low if evaluation.min_score is None else min(low, evaluation.min_score)
+            )
+            evaluation.max_score = (
+                high if evaluation.max_score is None else max(high, evaluation.max_score)
+            )
+            evaluation.avg_score = evaluation.reward_sum / evaluation.reward_count
+        evaluation.updated_at = utcnow()
+    return AppendResult(
+        received=received,
+        inserted=len(fresh),
+        duplicates=received - len(fresh),
+        total_samples=evaluation.total_samples,
+    )
+
+
+def samples_page(
+    session: Session, principal: Principal, evaluation_id: str, *, page: int, limit: int
+) -> tuple[list[str], int]:
+    """Raw JSON of one page of samples (1-based `page`) and the total stored."""
+    evaluation = get_visible(session, principal, evaluation_id)
+    first = (page - 1) * limit + 1
+    rows = repository.sample_page(session, evaluation_id, first, first + limit - 1)
+    return rows, evaluation.total_samples

@@ -1,0 +1,181 @@
+"""Request and response shapes of the evaluation endpoints.
+
+Request bodies are parsed by `proctor.server.request_body` (so `metadata` keeps its exact
+text and non-finite numbers are refused) and then validated with these models. Responses
+are rendered as JSON text with `metadata` spliced in verbatim; the response models here
+document that shape in the OpenAPI spec.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+Status = Literal["PENDING", "RUNNING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"]
+TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+CLOSED_STATUSES = frozenset({"FAILED", "CANCELLED", "TIMEOUT"})
+ERROR_MESSAGE_MAX = 4096
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text may not contain NUL characters")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_no_nul)]
+Short = Annotated[str, Field(max_length=200), AfterValidator(_no_nul)]
+Long = Annotated[str, Field(max_length=512), AfterValidator(_no_nul)]
+Body = Annotated[str, Field(max_length=1_000_000), AfterValidator(_no_nul)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class EnvironmentRef(BaseModel):
+    """An environment an evaluation ran, by hub id."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: Short
+    version_id: Short | None = None
+
+
+class CreateEvaluation(_Strict):
+    """Body of `POST /evaluations/`."""
+
+    name: Name
+    environments: list[EnvironmentRef] = []
+    tags: list[Short] = []
+    model_name: Long | None = None
+    dataset: Long | None = None
+    framework: Short | None = None
+    description: Body | None = None
+    task_type: Short | None = None
+    metadata: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    team_id: Short | None = None
+    run_id: Short | None = None
+    suite_id: Short | None = None
+    is_public: bool | None = None
+
+
+class UpdateEvaluation(_Strict):
+    """Body of `PUT /evaluations/{id}`; absent fields stay unchanged."""
+
+    name: Name | None = None
+    description: Body | None = None
+    tags: list[Short] | None = None
+    model_name: Long | None = None
+    dataset: Long | None = None
+    framework: Short | None = None
+    task_type: Short | None = None
+    metadata: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    status: str | None = None
+    error_message: Body | None = None
+
+
+class FinalizeEvaluation(_Strict):
+    """Body of `POST /evaluations/{id}/finalize`."""
+
+    metrics: dict[str, Any] | None = None
+
+
+class SamplesBody(BaseModel):
+    """Body of `POST /evaluations/{id}/samples` (each sample is stored as sent)."""
+
+    samples: list[dict[str, Any]]
+
+
+class CreatedEvaluation(BaseModel):
+    """Answer of `POST /evaluations/`."""
+
+    evaluation_id: str
+    id: str
+    name: str
+    status: str
+    viewer_url: str
+
+
+class EvaluationRecord(BaseModel):
+    """An evaluation as `GET /evaluations/{id}` returns it."""
+
+    evaluation_id: str
+    id: str
+    name: str
+    status: Status
+    error_message: str | None
+    viewer_url: str
+    environments: list[dict[str, Any]]
+    environment_ids: list[str]
+    environment_names: list[str]
+    model_name: str | None
+    dataset: str | None
+    framework: str | None
+    task_type: str | None
+    description: str | None
+    tags: list[str]
+    metadata: dict[str, Any]
+    metrics: dict[str, Any]
+    total_samples: int
+    avg_score: float | None
+    min_score: float | None
+    max_score: float | None
+    is_hosted: bool
+    is_public: bool
+    team_id: str | None
+    user_id: str
+    run_id: str | None
+    suite_id: str | None
+    created_at: str
+    updated_at: str
+    started_at: str | None
+    completed_at: str | None
+    finalized_at: str | None
+
+
+class EvaluationList(BaseModel):
+    """Answer of `GET /evaluations/`."""
+
+    evaluations: list[EvaluationRecord]
+    total: int
+    skip: int
+    limit: int
+
+
+class SamplesAppended(BaseModel):
+    """Answer of `POST /evaluations/{id}/samples`."""
+
+    evaluation_id: str
+    received: int
+    inserted: int
+    duplicates: int
+    total_samples: int
+
+
+class SamplesPage(BaseModel):
+    """Answer of `GET /evaluations/{id}/samples`: samples exactly as they were sent."""
+
+    samples: list[dict[str, Any]]
+    total: int
+    page: int
+    limit: int
+    has_more: bool
+
+
+class Finalized(BaseModel):
+    """Answer of `POST /evaluations/{id}/finalize`."""
+
+    evaluation_id: str
+    status: str
+    viewer_url: str
+    message: str
+
+
+class Updated(BaseModel):
+    """Answer of `PUT /evaluations/{id}`: the updated record."""
+
+    evaluation_id: str

@@ -1,0 +1,1 @@
+"""The hosted-evaluations API: create (queue for the launcher), logs, cancel."""

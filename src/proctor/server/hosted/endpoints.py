@@ -1,0 +1,45 @@
+"""HTTP routes of hosted evaluations: thin wrappers over `service`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from proctor.server.auth.dependencies import CurrentPrincipal
+from proctor.server.deps import ReadSession, WriteSession
+from proctor.server.hosted import service
+from proctor.server.hosted.schemas import (
+    CancelledHostedEvaluation,
+    CreatedHostedEvaluations,
+    CreateHostedEvaluation,
+    HostedLogs,
+)
+
+router = APIRouter(prefix="/hosted-evaluations", tags=["hosted"])
+
+
+@router.post("", response_model=CreatedHostedEvaluations)
+def create(
+    body: CreateHostedEvaluation,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    request: Request,
+) -> CreatedHostedEvaluations:
+    """Create one PENDING evaluation per environment for the launcher to run."""
+    ids = service.create_hosted(session, principal, body, service.launcher_settings(request.app))
+    return CreatedHostedEvaluations(evaluation_id=ids[0], evaluation_ids=ids)
+
+
+@router.get("/{evaluation_id}/logs", response_model=HostedLogs)
+def logs(
+    evaluation_id: str, principal: CurrentPrincipal, session: ReadSession, request: Request
+) -> HostedLogs:
+    """The sandbox's output so far."""
+    return HostedLogs(logs=service.read_logs(session, principal, evaluation_id, request.app))
+
+
+@router.patch("/{evaluation_id}/cancel", response_model=CancelledHostedEvaluation)
+def cancel(
+    evaluation_id: str, principal: CurrentPrincipal, session: WriteSession
+) -> CancelledHostedEvaluation:
+    """Mark the evaluation CANCELLED; its launcher stops the sandbox."""
+    return CancelledHostedEvaluation(message=service.cancel(session, principal, evaluation_id))

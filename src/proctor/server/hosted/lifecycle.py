@@ -1,0 +1,46 @@
+"""Start and stop the in-server launcher with the app (unless `proctor launcher` runs it)."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+
+from proctor.hosted.config import LauncherSettings
+from proctor.hosted.launcher import Launcher
+from proctor.server.db.session import Database
+from proctor.server.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher | None:
+    """Start the in-server launcher in a background thread, when enabled."""
+    launcher_settings = LauncherSettings()
+    app.state.launcher_settings = launcher_settings
+    if not launcher_settings.in_server:
+        logger.info("in-server launcher disabled (PROCTOR_HOSTED_IN_SERVER=false)")
+        return None
+    launcher = Launcher(
+        db,
+        launcher_settings,
+        api_url=f"http://{_loopback(settings.host)}:{settings.port}",
+        data_dir=settings.resolved_data_dir(),
+        # Stable per data dir and port, so a restarted server recovers its sandboxes at once.
+        launcher_id=f"server:{settings.resolved_data_dir()}:{settings.port}",
+    )
+    launcher.start()
+    app.state.launcher = launcher
+    return launcher
+
+
+def stop_launcher(app: FastAPI) -> None:
+    """Stop the in-server launcher's loop; its sandboxes keep running for the next start."""
+    launcher: Launcher | None = getattr(app.state, "launcher", None)
+    if launcher is not None:
+        launcher.stop()
+        app.state.launcher = None
+
+
+def _loopback(host: str) -> str:
+    return "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host

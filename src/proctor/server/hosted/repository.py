@@ -1,0 +1,149 @@
+"""Queries of the hosted domain: the launcher's queue and its guarded status changes.
+
+Status changes are single guarded UPDATEs (`... WHERE status NOT IN terminal`), so a
+launcher never overwrites a terminal status that the run, a user or another launcher set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+"""Statuses an evaluation never leaves."""
+
+ERROR_MESSAGE_LIMIT = 4096
+
+
+def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluation] | None:
+    """A hosted evaluation with its record."""
+    row = session.execute(
+        select(HostedEvaluation, Evaluation)
+        .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+        .where(HostedEvaluation.evaluation_id == evaluation_id)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def claim_pending(
+    session: Session, launcher_id: str, limit: int, now: datetime
+) -> list[tuple[HostedEvaluation, Evaluation]]:
+    """Take up to `limit` unclaimed PENDING evaluations for this launcher, oldest first.
+
+    On PostgreSQL the rows are locked with `FOR UPDATE SKIP LOCKED`, so launchers sharing the
+    database never take the same row; SQLite has one writer at a time, which is as safe.
+    """
+    if limit <= 0:
+        return []
+    rows = session.execute(
+        select(HostedEvaluation, Evaluation)
+        .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+        .where(
+            Evaluation.status == "PENDING",
+            HostedEvaluation.launcher_id.is_(None),
+            HostedEvaluation.ended_at.is_(None),
+        )
+        .order_by(HostedEvaluation.created_at)
+        .limit(limit)
+        .with_for_update(of=HostedEvaluation, skip_locked=True)
+    ).all()
+    claimed = []
+    for hosted, evaluation in rows:
+        hosted.launcher_id = launcher_id
+        hosted.claimed_at = now
+        hosted.heartbeat_at = now
+        hosted.attempt += 1
+        claimed.append((hosted, evaluation))
+    session.flush()
+    return claimed
+
+
+def active_of(session: Session, launcher_id: str) -> list[tuple[HostedEvaluation, Evaluation]]:
+    """The evaluations this launcher holds and has not closed."""
+    rows = session.execute(
+        select(HostedEvaluation, Evaluation)
+        .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+        .where(HostedEvaluation.launcher_id == launcher_id, HostedEvaluation.ended_at.is_(None))
+    ).all()
+    return [(h, e) for h, e in rows]
+
+
+def abandoned(
+    session: Session, stale_before: datetime, launcher_id: str
+) -> list[tuple[HostedEvaluation, Evaluation]]:
+    """Claimed, unclosed evaluations whose launcher stopped heartbeating; locked for takeover."""
+    rows = session.execute(
+        select(HostedEvaluation, Evaluation)
+        .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+        .where(
+            HostedEvaluation.ended_at.is_(None),
+            HostedEvaluation.launcher_id.is_not(None),
+            HostedEvaluation.launcher_id != launcher_id,
+            HostedEvaluation.heartbeat_at < stale_before,
+        )
+        .with_for_update(of=HostedEvaluation, skip_locked=True)
+    ).all()
+    return [(h, e) for h, e in rows]
+
+
+def heartbeat(session: Session, launcher_id: str, now: datetime) -> None:
+    """Mark every open evaluation of this launcher as still looked after."""
+    session.execute(
+        update(HostedEvaluation)
+        .where(HostedEvaluation.launcher_id == launcher_id, HostedEvaluation.ended_at.is_(None))
+        .values(heartbeat_at=now)
+    )
+
+
+def set_status_if_open(
+    session: Session,
+    evaluation_id: str,
+    status: str,
+    now: datetime,
+    *,
+    error_message: str | None = None,
+    from_statuses: Sequence[str] | None = None,
+) -> bool:
+    """Set a status unless the evaluation is already terminal (or not in `from_statuses`)."""
+    allowed = (
+        Evaluation.status.in_(from_statuses)
+        if from_statuses is not None
+        else Evaluation.status.not_in(TERMINAL)
+    )
+    values: dict[str, object] = {"status": status, "updated_at": now}
+    if status == "RUNNING":
+        values["started_at"] = now
+    if status in TERMINAL:
+        values["completed_at"] = now
+    if error_message is not None:
+        values["error_message"] = error_message[:ERROR_MESSAGE_LIMIT]
+    result = session.execute(
+        update(Evaluation)
+        .where(Evaluation.id == evaluation_id, allowed)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+def revoke_scoped_keys(session: Session, evaluation_id: str, now: datetime) -> None:
+    """Revoke the keys minted for a sandbox once it has ended."""
+    session.execute(
+        update(ApiKey)
+        .where(ApiKey.scope_evaluation_id == evaluation_id, ApiKey.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+
+
+def evaluation(session: Session, evaluation_id: str) -> Evaluation | None:
+    """The evaluation record, fresh from the database."""
+    return session.execute(
+        select(Evaluation)
+        .where(Evaluation.id == evaluation_id)
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()

@@ -1,0 +1,54 @@
+"""Request and response shapes of the hosted-evaluation endpoints."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from proctor.hosted.command import HostedEvalConfig
+
+
+class CreateHostedEvaluation(BaseModel):
+    """Body of `POST /hosted-evaluations`."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    environment_ids: list[str] = Field(min_length=1)
+    """Environment hub ids (or names, resolved like `/environmentshub/resolve`); one each."""
+    inference_model: str = Field(min_length=1, max_length=512)
+    """The model the sandbox evaluates."""
+    eval_config: HostedEvalConfig = Field(default_factory=HostedEvalConfig)
+    """How to run it (examples, rollouts, timeout, sampling, endpoint, secrets)."""
+    name: str | None = Field(default=None, max_length=400)
+    """Name of the evaluation (default: derived from environment and model)."""
+    team_id: str | None = None
+    """Team that owns the evaluations; empty means personal."""
+
+    @field_validator("eval_config")
+    @classmethod
+    def _bounded(cls, value: HostedEvalConfig) -> HostedEvalConfig:
+        if value.num_examples == 0:
+            raise ValueError("num_examples must be at least 1, or -1 for the whole taskset")
+        return value
+
+
+class CreatedHostedEvaluations(BaseModel):
+    """Answer of `POST /hosted-evaluations`."""
+
+    evaluation_id: str
+    """The first (often only) evaluation created."""
+    evaluation_ids: list[str]
+    """One evaluation per environment, in the order sent."""
+
+
+class HostedLogs(BaseModel):
+    """Answer of `GET /hosted-evaluations/{id}/logs`."""
+
+    logs: str
+    """The sandbox's output so far (its tail, behind a marker line, when very long)."""
+
+
+class CancelledHostedEvaluation(BaseModel):
+    """Answer of `PATCH /hosted-evaluations/{id}/cancel`."""
+
+    message: str
+    """What happened."""

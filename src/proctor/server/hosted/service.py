@@ -1,0 +1,182 @@
+"""Rules of hosted evaluations: queue them for the launcher, serve their logs, cancel them.
+
+Creating one stores the evaluation (status `PENDING`, `is_hosted`, launcher metadata
+without secrets) and a `hosted_evaluations` row the launcher claims. Secrets live only in
+that row's `secrets` column until the sandbox ends; no answer ever includes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session
+
+from proctor.hosted.config import LauncherSettings
+from proctor.hosted.local import LocalSandbox
+from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
+from proctor.server.auth.schemas import Principal
+from proctor.server.db.base import utcnow
+from proctor.server.db.models import Environment, HostedEvaluation
+from proctor.server.environments import repository as environments
+from proctor.server.environments import service as environment_service
+from proctor.server.errors import BadRequest, Conflict
+from proctor.server.evaluations import service as evaluations
+from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
+from proctor.server.hosted import repository
+from proctor.server.hosted.schemas import CreateHostedEvaluation
+
+logger = logging.getLogger(__name__)
+
+LAUNCHER_NAME = "proctor"
+
+
+def launcher_settings(app: FastAPI) -> LauncherSettings:
+    """The app's launcher settings (read from the environment once)."""
+    settings = getattr(app.state, "launcher_settings", None)
+    if settings is None:
+        settings = app.state.launcher_settings = LauncherSettings()
+    return settings
+
+
+def _environment(
+    session: Session, principal: Principal, ref: str, team_id: str | None
+) -> Environment:
+    # Public clients send hub ids; a plain name is resolved (get-or-create) like the hub does.
+    return environments.by_id(session, ref) or environment_service.resolve(
+        session, principal, ref, team_id
+    )
+
+
+def _default_name(environment: str, model: str) -> str:
+    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
+    return f"{environment}--{safe_model}--hosted-{uuid.uuid4().hex[:8]}"
+
+
+def create_hosted(
+    session: Session,
+    principal: Principal,
+    body: CreateHostedEvaluation,
+    settings: LauncherSettings,
+) -> list[str]:
+    """Create one PENDING hosted evaluation per environment; returns their ids in order."""
+    principal.require_unscoped()
+    config = body.eval_config
+    public_config = config.public_form()
+    ids: list[str] = []
+    for ref in body.environment_ids:
+        env = _environment(session, principal, ref, body.team_id)
+        metadata: dict[str, Any] = {
+            "launcher": LAUNCHER_NAME,
+            "environment": env.name,
+            "inference_model": body.inference_model,
+            **public_config,
+        }
+        name = body.name or _default_name(env.name, body.inference_model)
+        if body.name and len(body.environment_ids) > 1:
+            name = f"{body.name}--{env.name}"
+        payload = CreateEvaluation(
+            name=name,
+            environments=[EnvironmentRef(id=env.id)],
+            model_name=body.inference_model,
+            dataset=env.name,
+            framework="proctor",
+            metadata=metadata,
+            team_id=body.team_id,
+            tags=["hosted"],
+        )
+        evaluation = evaluations.create_evaluation(
+            session, principal, payload, status="PENDING", is_hosted=True
+        )
+        session.add(
+            HostedEvaluation(
+                evaluation_id=evaluation.id,
+                config={
+                    "environment": env.name,
+                    "model": body.inference_model,
+                    "eval_config": public_config,
+                },
+                secrets={"custom_secrets": config.custom_secrets}
+                if config.custom_secrets
+                else None,
+                backend=settings.sandbox,
+                timeout_minutes=config.timeout_minutes,
+                expected_samples=config.expected_samples,
+                created_at=utcnow(),
+            )
+        )
+        ids.append(evaluation.id)
+    session.flush()
+    logger.info("queued hosted evaluations %s", ", ".join(ids))
+    return ids
+
+
+def _hosted(session: Session, evaluation_id: str) -> HostedEvaluation:
+    hosted = session.get(HostedEvaluation, evaluation_id)
+    if hosted is None:
+        raise BadRequest(
+            f"Evaluation {evaluation_id!r} is not a hosted evaluation, so it has no sandbox; "
+            "use /evaluations/{id} for its record.",
+            code="not_hosted",
+        )
+    return hosted
+
+
+def _log_backend(app: FastAPI, name: str) -> SandboxBackend:
+    cache: dict[str, SandboxBackend] = app.state.__dict__.setdefault("hosted_log_backends", {})
+    if name not in cache:
+        if name == "ray":
+            from proctor.hosted.ray_jobs import RaySandbox
+
+            address = launcher_settings(app).ray_address
+            if not address:
+                raise BadRequest(
+                    "This server has no Ray address to read the logs from; set "
+                    "PROCTOR_HOSTED_RAY_ADDRESS."
+                )
+            cache[name] = RaySandbox(address)
+        else:
+            cache[name] = LocalSandbox()
+    return cache[name]
+
+
+def read_logs(session: Session, principal: Principal, evaluation_id: str, app: FastAPI) -> str:
+    """The sandbox's output so far; empty before it starts."""
+    evaluations.get_visible(session, principal, evaluation_id)
+    hosted = _hosted(session, evaluation_id)
+    if hosted.sandbox_handle is None:
+        return ""
+    backend = _log_backend(app, hosted.backend)
+    handle = SandboxHandle.from_token(backend.name, hosted.sandbox_handle, log_path=hosted.log_path)
+    return backend.logs(handle, launcher_settings(app).log_tail_bytes)
+
+
+def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
+    """Mark the evaluation CANCELLED and ask its launcher to stop the sandbox.
+
+    Raises:
+        Conflict: The evaluation has already ended.
+    """
+    evaluation = evaluations.get_visible(
+        session, principal, evaluation_id, write=True, for_update=True
+    )
+    hosted = _hosted(session, evaluation_id)
+    if evaluation.status in repository.TERMINAL:
+        raise Conflict(
+            f"Evaluation {evaluation_id} has already ended ({evaluation.status}); "
+            "there is nothing to cancel."
+        )
+    now = utcnow()
+    repository.set_status_if_open(
+        session, evaluation_id, "CANCELLED", now, error_message="cancelled by the user"
+    )
+    hosted.cancel_requested = True
+    if hosted.launcher_id is None:
+        # No launcher holds it yet, so none will stop it: close it here.
+        hosted.ended_at = now
+        hosted.secrets = None
+    logger.info("cancel requested for hosted evaluation %s", evaluation_id)
+    return f"Evaluation {evaluation_id} cancelled; its sandbox is being stopped."

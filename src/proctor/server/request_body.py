@@ -1,0 +1,180 @@
+"""Reading JSON request bodies: a size cap before parsing, strict numbers, and raw spans.
+
+Bodies are parsed once with the stdlib decoder. Non-finite numbers (`NaN`, `Infinity`, or a
+literal that overflows a float) are rejected. Besides the parsed object, the parser keeps the
+exact text of each top-level value, so a field such as `metadata` can be stored and returned
+byte for byte, and (for one named array key) the exact text of each element, so a sample is
+stored as sent without re-encoding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from proctor.server.errors import InvalidInput, PayloadTooLarge
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(text)
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+
+
+@dataclass
+class JsonObjectBody:
+    """A parsed JSON object with the raw text of its top-level values."""
+
+    value: dict[str, Any]
+    raw: dict[str, str] = field(default_factory=dict)
+    items_raw: list[str] | None = None
+    """Raw text of each element of the split array key, when it was an array."""
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request body, refusing (413) anything over `max_bytes` before reading it all."""
+    too_large = PayloadTooLarge(
+        f"The request body exceeds the {max_bytes} byte limit; send the data in smaller batches."
+    )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    match = _WS.match(text, pos)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
+
+
+def _invalid(message: str) -> InvalidInput:
+    return InvalidInput(message, code="invalid_json")
+
+
+def _decode_value(text: str, pos: int) -> tuple[Any, int]:
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except _NonFinite as e:
+        raise InvalidInput(
+            f"The body contains the non-finite number {e}; send null instead of NaN or Infinity.",
+            code="non_finite_number",
+        ) from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise _invalid(f"The body is not valid JSON ({e}); send a JSON object.") from None
+
+
+def _scan_array(text: str, pos: int) -> tuple[list[Any], list[str], int]:
+    """Parse the array starting at `text[pos] == "["`; values, raw texts and the end index."""
+    values: list[Any] = []
+    raws: list[str] = []
+    pos = _skip_ws(text, pos + 1)
+    if text.startswith("]", pos):
+        return values, raws, pos + 1
+    while True:
+        pos = _skip_ws(text, pos)
+        value, end = _decode_value(text, pos)
+        values.append(value)
+        raws.append(text[pos:end])
+        pos = _skip_ws(text, end)
+        if text.startswith(",", pos):
+            pos += 1
+        elif text.startswith("]", pos):
+            return values, raws, pos + 1
+        else:
+            raise _invalid(
+                "The body is not valid JSON (an array is not closed); send a JSON object."
+            )
+
+
+def parse_json_object(body: bytes, *, split_array: str | None = None) -> JsonObjectBody:
+    """Parse `body` as one JSON object, keeping the raw text of each top-level value.
+
+    Args:
+        body: The request body.
+        split_array: A top-level key whose array elements' raw texts are kept too.
+
+    Raises:
+        InvalidInput: The body is not UTF-8 JSON, not an object, or has a non-finite number.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _invalid("The body is not UTF-8 text; send UTF-8 encoded JSON.") from None
+    pos = _skip_ws(text, 0)
+    if not text.startswith("{", pos):
+        if pos >= len(text):
+            raise _invalid("The request body is empty; send a JSON object.")
+        _decode_value(text, pos)  # reports malformed JSON first
+        raise _invalid("The body must be a JSON object, not another JSON value.")
+    result = JsonObjectBody(value={})
+    pos = _skip_ws(text, pos + 1)
+    if text.startswith("}", pos):
+        pos += 1
+    else:
+        while True:
+            if not text.startswith('"', pos):
+                raise _invalid(
+                    "The body is not valid JSON (expected a quoted key); send a JSON object."
+                )
+            key, pos = _decode_value(text, pos)
+            pos = _skip_ws(text, pos)
+            if not text.startswith(":", pos):
+                raise _invalid("The body is not valid JSON (expected ':'); send a JSON object.")
+            pos = _skip_ws(text, pos + 1)
+            start = pos
+            if key == split_array and text.startswith("[", pos):
+                value, raws, pos = _scan_array(text, pos)
+                result.items_raw = raws
+            else:
+                value, pos = _decode_value(text, pos)
+                if key == split_array:
+                    result.items_raw = None
+            result.value[key] = value
+            result.raw[key] = text[start:pos]
+            pos = _skip_ws(text, pos)
+            if text.startswith(",", pos):
+                pos = _skip_ws(text, pos + 1)
+            elif text.startswith("}", pos):
+                pos += 1
+                break
+            else:
+                raise _invalid(
+                    "The body is not valid JSON (an object is not closed); send a JSON object."
+                )
+    if _skip_ws(text, pos) != len(text):
+        raise _invalid("The body has extra data after the JSON object; send exactly one object.")
+    return result
+
+
+async def read_json_object(
+    request: Request, max_bytes: int, *, split_array: str | None = None
+) -> JsonObjectBody:
+    """Read and parse the request body as one JSON object (see `parse_json_object`)."""
+    return parse_json_object(await read_body(request, max_bytes), split_array=split_array)

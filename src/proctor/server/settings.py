@@ -1,0 +1,60 @@
+"""The server's one configuration object, read from `PROCTOR_*` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Settings of `proctor server` and of the CLI commands that act on its database."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PROCTOR_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("PROCTOR_DATABASE_URL", "DATABASE_URL")
+    )
+    """SQLAlchemy URL of the database; unset means a SQLite file `proctor.db` in `data_dir`."""
+
+    data_dir: Path = Path("~/.proctor")
+    """Directory for the SQLite file and server-side files (logs of hosted runs)."""
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds to."""
+
+    port: int = 8000
+    """TCP port the HTTP server listens on."""
+
+    bootstrap_key: str | None = None
+    """If set and no API key exists yet, an admin key with exactly this value is created."""
+
+    public_url: str | None = None
+    """Origin the dashboard is reached at, for `viewer_url`; defaults to http://host:port."""
+
+    max_request_bytes: int = 25 * 1024 * 1024
+    """Largest request body accepted; larger ones answer 413."""
+
+    def resolved_data_dir(self) -> Path:
+        """The data directory with `~` expanded."""
+        return self.data_dir.expanduser()
+
+    def resolved_database_url(self) -> str:
+        """The database URL, normalised so PostgreSQL URLs use the psycopg 3 driver."""
+        url = self.database_url
+        if not url:
+            return f"sqlite:///{self.resolved_data_dir() / 'proctor.db'}"
+        for prefix in ("postgres://", "postgresql://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+    def resolved_public_url(self) -> str:
+        """Origin used to build links to the dashboard, without a trailing slash."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,46 @@
+"""Bringing a database up to date before serving: migrations, bootstrap key, stuck runs."""
+
+from __future__ import annotations
+
+import logging
+
+from proctor.server import migrations
+from proctor.server.auth import service as auth
+from proctor.server.db.session import Database
+from proctor.server.evaluations.service import complete_pending_statistics
+from proctor.server.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def prepare_database(settings: Settings, db: Database) -> None:
+    """Apply migrations, create the bootstrap key if due, and complete runs left PROCESSING."""
+    migrations.upgrade(db.write_engine)
+    with db.write() as session:
+        if settings.bootstrap_key and auth.ensure_bootstrap_key(session, settings.bootstrap_key):
+            logger.info("created the admin key from PROCTOR_BOOTSTRAP_KEY")
+        has_keys = auth.has_keys(session)
+    if not has_keys:
+        logger.warning(
+            "no API key exists yet; create one with `proctor keys create --name admin --admin`"
+        )
+    completed = complete_pending_statistics(db)
+    if completed:
+        logger.info("completed %d evaluation(s) left PROCESSING by an earlier run", completed)
+
+
+def open_database(settings: Settings) -> Database:
+    """The settings' database, migrated to the latest schema (for CLI commands)."""
+    from proctor.server.db.session import make_session_factory
+
+    db = make_session_factory(settings)
+    migrations.upgrade(db.write_engine)
+    return db
+
+
+def settings_from(data_dir: str | None = None, **overrides: object) -> Settings:
+    """`Settings` from the environment, with the CLI's flags (when given) taking precedence."""
+    values = {k: v for k, v in overrides.items() if v is not None}
+    if data_dir is not None:
+        values["data_dir"] = data_dir
+    return Settings(**values)  # type: ignore[arg-type]
