@@ -65,17 +65,15 @@ class SamplingConfig(BaseModel):
     """Frequency penalty."""
 
     def request_args(self) -> dict[str, Any]:
-        """The set parameters as keyword arguments of `chat.completions.create`.
+        """The set parameters as fields of the chat-completions request body.
 
-        Unknown keys from a TOML `[sampling]` table pass through as `extra_body`, so
-        provider-specific knobs (e.g. `top_k`) reach the endpoint unchanged.
+        Unknown keys from a TOML `[sampling]` table pass through unchanged, so
+        provider-specific knobs (e.g. `top_k`) reach the endpoint.
         """
         known = {
             name: value
             for name in type(self).model_fields
             if (value := getattr(self, name)) is not None
         }
-        extra = dict(self.model_extra or {})
-        if extra:
-            known["extra_body"] = extra
+        known.update(self.model_extra or {})
         return known
