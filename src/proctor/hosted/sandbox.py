@@ -92,6 +92,10 @@ class SandboxBackend(Protocol):
         """Stop the sandbox: ask politely, then kill after the grace period."""
         ...
 
+    def adoptable(self, handle: SandboxHandle) -> bool:
+        """Whether a sandbox started by an earlier launcher is still running and ours."""
+        ...
+
 
 def tail_text(data: bytes, tail_bytes: int) -> str:
     """Decode `data`, keeping only its last `tail_bytes` behind a marker line when cut."""

@@ -1,0 +1,147 @@
+"""The command a sandbox runs: a configurable template filled with shell-quoted values.
+
+The default is the very CLI a researcher runs, plus `--run.attach $EVALUATION_ID`; the
+template is configuration (`PROCTOR_HOSTED_COMMAND`), so the hosted command follows the CLI
+if its flags move. Secrets never enter the command: they reach the sandbox as environment
+variables only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shlex
+import sys
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER = re.compile(r"\{(proctor|env|model|options|num_examples|rollouts)\}")
+
+DEFAULT_COMMAND = (
+    "{proctor} eval {env} -m {model} {options} --no-serve --no-rich --run.attach $EVALUATION_ID"
+)
+"""The default template. Placeholders: {proctor}, {env}, {model}, {options}, {num_examples},
+{rollouts}; `$EVALUATION_ID` is expanded by the sandbox's shell from its environment."""
+
+# Sampling keys `proctor eval` has flags for; others are dropped with a warning.
+_SAMPLING_FLAGS = {
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+}
+
+
+class HostedEvalConfig(BaseModel):
+    """The `eval_config` of a hosted evaluation, as public clients send it."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    num_examples: int = Field(default=5, ge=-1)
+    """Tasks to evaluate; -1 means the whole taskset."""
+    rollouts_per_example: int = Field(default=3, ge=1)
+    """Rollouts per task."""
+    timeout_minutes: float | None = Field(default=None, gt=0)
+    """Wall-clock limit of the sandbox; past it the launcher kills it (TIMEOUT)."""
+    sampling_args: dict[str, Any] = Field(default_factory=dict)
+    """Sampling parameters (`temperature`, `max_tokens`, ...)."""
+    max_concurrent: int | None = Field(default=None, ge=1)
+    """Rollouts kept in flight at once."""
+    max_retries: int | None = Field(default=None, ge=0)
+    """Retries of a failed model request."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment's loader."""
+    api_base_url: str | None = None
+    """The model endpoint (OpenAI-compatible, ending in /v1)."""
+    api_key_var: str | None = None
+    """Name of the environment variable that holds the model's API key in the sandbox."""
+    headers: list[str] | dict[str, str] | None = None
+    """Extra HTTP headers for the model endpoint (`"Name: Value"` strings or a mapping)."""
+    custom_secrets: dict[str, str] = Field(default_factory=dict)
+    """Secret environment variables for the sandbox; never stored in metadata or logs."""
+
+    @property
+    def expected_samples(self) -> int | None:
+        """How many samples a complete run stores, when the number of tasks is bounded."""
+        if self.num_examples < 0:
+            return None
+        return self.num_examples * self.rollouts_per_example
+
+    def public_form(self) -> dict[str, Any]:
+        """The config without secrets, for the evaluation's metadata."""
+        return self.model_dump(mode="json", exclude={"custom_secrets"}, exclude_none=True)
+
+
+def proctor_executable() -> str:
+    """How a sandbox on this machine runs the proctor CLI (this interpreter, so no PATH games)."""
+    return f"{shlex.quote(sys.executable)} -m proctor.cli.main"
+
+
+def eval_options(config: HostedEvalConfig) -> list[str]:
+    """The `proctor eval` flags for a hosted config (unquoted argv words)."""
+    words: list[str] = []
+    if config.num_examples >= 0:
+        words += ["-n", str(config.num_examples)]
+    words += ["-r", str(config.rollouts_per_example)]
+    if config.max_concurrent is not None:
+        words += ["-c", str(config.max_concurrent)]
+    for key, value in sorted(config.sampling_args.items()):
+        if key not in _SAMPLING_FLAGS:
+            logger.warning("sampling arg %r has no `proctor eval` flag; it is not passed", key)
+            continue
+        if value is None:
+            continue
+        text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        words += [f"--sampling.{key.replace('_', '-')}", text]
+    if config.env_args:
+        words += ["--env-args", json.dumps(config.env_args, sort_keys=True)]
+    if config.api_base_url:
+        words += ["--client.base-url", config.api_base_url]
+    if config.api_key_var:
+        words += ["--client.api-key-var", config.api_key_var]
+    if config.max_retries is not None:
+        words += ["--client.max-retries", str(config.max_retries)]
+    headers = _headers(config.headers)
+    if headers:
+        words += ["--client.headers", json.dumps(headers, sort_keys=True)]
+    return words
+
+
+def _headers(raw: list[str] | dict[str, str] | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    if isinstance(raw, dict):
+        return dict(raw)
+    out: dict[str, str] = {}
+    for line in raw:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"Header {line!r} is not `Name: Value`; fix eval_config.headers.")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def build_command(template: str, *, environment: str, model: str, config: HostedEvalConfig) -> str:
+    """Fill the template; every substituted value is shell-quoted.
+
+    Other text, `${VAR}` included, is left for the sandbox's shell.
+    """
+    values = {
+        "proctor": proctor_executable(),
+        "env": shlex.quote(environment),
+        "model": shlex.quote(model),
+        "options": " ".join(shlex.quote(w) for w in eval_options(config)),
+        "num_examples": shlex.quote(str(config.num_examples)),
+        "rollouts": shlex.quote(str(config.rollouts_per_example)),
+    }
+    # Only the known placeholders are replaced, so shell syntax such as ${VAR} passes through.
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)

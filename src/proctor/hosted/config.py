@@ -1,0 +1,70 @@
+"""Settings of the hosted launcher, read from `PROCTOR_HOSTED_*` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from proctor.errors import ConfigError
+from proctor.hosted.command import DEFAULT_COMMAND
+from proctor.hosted.local import Isolation, LocalSandbox
+from proctor.hosted.sandbox import BackendName, SandboxBackend
+
+
+class LauncherSettings(BaseSettings):
+    """How the launcher runs sandboxes; shared by the in-server launcher and `proctor launcher`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PROCTOR_HOSTED_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    command: str = DEFAULT_COMMAND
+    """Template of the sandbox's command (placeholders: {proctor} {env} {model} {options}
+    {num_examples} {rollouts}; `$EVALUATION_ID` comes from the sandbox's environment)."""
+    sandbox: BackendName = "local"
+    """Where sandboxes run: `local` processes or `ray` jobs."""
+    ray_address: str | None = None
+    """The Ray job API address (e.g. http://127.0.0.1:8265), for `sandbox = ray`."""
+    isolation: Isolation = "none"
+    """Extra isolation of local sandboxes: `none` or `bwrap` (bubblewrap)."""
+    max_sandboxes: int = Field(default=8, ge=1)
+    """Most sandboxes one launcher runs at once; the rest wait as PENDING."""
+    in_server: bool = True
+    """Run the launcher inside `proctor server` (turn off when `proctor launcher` runs)."""
+    poll_seconds: float = Field(default=0.5, gt=0)
+    """How often the launcher looks for new work and polls its sandboxes."""
+    stale_seconds: float = Field(default=15.0, gt=0)
+    """A claimed evaluation whose launcher has not heartbeated for this long is taken over."""
+    stop_grace_seconds: float = Field(default=5.0, ge=0)
+    """Time between SIGTERM and SIGKILL when a sandbox is stopped."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Times an evaluation is claimed before the launcher gives up on starting it."""
+    forward_env: str = ""
+    """Comma-separated names of the launcher's own variables a sandbox may receive through
+    `api_key_var` (e.g. `OPENAI_API_KEY`); others never leave the launcher."""
+    api_url: str | None = None
+    """The platform URL handed to sandboxes (default: the server's own address)."""
+    log_tail_bytes: int = Field(default=1 << 20, ge=1024)
+    """The logs endpoint returns at most this much of a sandbox's output (its tail)."""
+
+    def forwarded_names(self) -> set[str]:
+        """The variable names in `forward_env`."""
+        return {n.strip() for n in self.forward_env.split(",") if n.strip()}
+
+
+def make_backend(settings: LauncherSettings) -> SandboxBackend:
+    """The sandbox backend the settings name.
+
+    Raises:
+        ConfigError: `ray` without an address, or bubblewrap missing.
+    """
+    if settings.sandbox == "ray":
+        if not settings.ray_address:
+            raise ConfigError(
+                "The ray sandbox needs the cluster's job API address; pass --ray-address "
+                "or set PROCTOR_HOSTED_RAY_ADDRESS."
+            )
+        from proctor.hosted.ray_jobs import RaySandbox
+
+        return RaySandbox(settings.ray_address)
+    return LocalSandbox(isolation=settings.isolation)

@@ -1,0 +1,425 @@
+"""The launcher: claims PENDING hosted evaluations, runs each in a sandbox, and watches it.
+
+One loop, one tick at a time: take over work whose launcher died, watch the running
+sandboxes (cancel, timeout, exit), start new ones up to the concurrency limit, heartbeat.
+Several launchers can share one database: claims lock rows (`SKIP LOCKED` on PostgreSQL,
+the single writer on SQLite), and a launcher that stops heartbeating has its work taken over.
+
+How a sandbox ends decides the status, without ever overwriting a terminal status:
+
+| sandbox                                 | evaluation                                   |
+|-----------------------------------------|----------------------------------------------|
+| exit != 0                               | FAILED, with the code and the log's tail     |
+| exit 0, run never finalized             | FAILED "incomplete: X of Y samples"          |
+| exit 0, finalized with fewer samples    | FAILED "incomplete: X of Y samples"          |
+| exit 0, finalized, all samples          | left as the run set it (PROCESSING/COMPLETED)|
+| past timeout_minutes                    | killed, TIMEOUT                              |
+| cancelled (API) or closed by the run    | killed; status left as set                   |
+| gone without an exit code               | FAILED, with the reason                      |
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from proctor.errors import ProctorError
+from proctor.hosted.command import HostedEvalConfig, build_command
+from proctor.hosted.config import LauncherSettings, make_backend
+from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
+from proctor.server.auth.service import mint_scoped_key
+from proctor.server.db.base import as_utc, utcnow
+from proctor.server.db.models import Evaluation, HostedEvaluation
+from proctor.server.db.session import Database
+from proctor.server.hosted import repository
+
+logger = logging.getLogger(__name__)
+
+_ERROR_TAIL_BYTES = 2000
+_STOP_STATUSES = ("FAILED", "CANCELLED", "TIMEOUT")
+
+
+@dataclass
+class _Watched:
+    """A sandbox this launcher looks after."""
+
+    evaluation_id: str
+    handle: SandboxHandle
+    started_at: datetime
+    timeout_minutes: float | None
+    expected_samples: int | None
+
+
+class Launcher:
+    """Runs hosted evaluations in sandboxes.
+
+    Args:
+        db: The platform's database.
+        settings: Launcher settings (backend, limits, command template).
+        api_url: The platform origin sandboxes report to (`PROCTOR_API_URL`).
+        data_dir: Local sandboxes work and log under `<data_dir>/sandboxes/<evaluation id>/`.
+        backend: A sandbox backend (default: the one `settings` names).
+        launcher_id: A stable id lets a restarted launcher recover its own work at once;
+            work of other launchers is taken over only after `stale_seconds` of silence.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        settings: LauncherSettings,
+        *,
+        api_url: str,
+        data_dir: Path,
+        backend: SandboxBackend | None = None,
+        launcher_id: str | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.api_url = settings.api_url or api_url
+        self.data_dir = data_dir
+        self.backend = backend or make_backend(settings)
+        self.launcher_id = (
+            launcher_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self._watched: dict[str, _Watched] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._recovered = False
+        self._last_heartbeat = 0.0
+        self._last_takeover = 0.0
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the loop in a background thread (the in-server launcher)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="proctor-launcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the loop; running sandboxes keep running for a later launcher to adopt."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def run(self) -> None:
+        """Tick until `stop()`; a failing tick is logged and retried, never fatal."""
+        logger.info("launcher %s started (%s sandboxes)", self.launcher_id, self.backend.name)
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:
+                logger.exception("launcher tick failed; retrying")
+            self._stop.wait(self.settings.poll_seconds)
+
+    @property
+    def running(self) -> int:
+        """How many sandboxes this launcher watches now."""
+        return len(self._watched)
+
+    def tick(self) -> None:
+        """One pass: recover, watch, launch, heartbeat."""
+        now = time.monotonic()
+        if not self._recovered:
+            self._recover(own=True)
+            self._recovered = True
+        if now - self._last_takeover >= self.settings.stale_seconds / 2:
+            self._last_takeover = now
+            self._recover(own=False)
+        for watched in list(self._watched.values()):
+            self._watch(watched)
+        self._launch_pending()
+        if self._watched and now - self._last_heartbeat >= self.settings.stale_seconds / 4:
+            self._last_heartbeat = now
+            with self.db.write() as session:
+                repository.heartbeat(session, self.launcher_id, utcnow())
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def _recover(self, *, own: bool) -> None:
+        """Adopt live sandboxes of a dead launcher (or our previous life); close the rest."""
+        now = utcnow()
+        with self.db.write() as session:
+            if own:
+                rows = [
+                    r
+                    for r in repository.active_of(session, self.launcher_id)
+                    if r[0].evaluation_id not in self._watched
+                ]
+            else:
+                stale = now - timedelta(seconds=self.settings.stale_seconds)
+                rows = repository.abandoned(session, stale, self.launcher_id)
+            for hosted, evaluation in rows:
+                hosted.launcher_id = self.launcher_id
+                hosted.heartbeat_at = now
+                if hosted.sandbox_handle is None:
+                    self._release_unstarted(session, hosted, evaluation, now)
+                    continue
+                if hosted.backend != self.backend.name:
+                    reason = f"its {hosted.backend} sandbox cannot be reached by this launcher"
+                    self._close(session, hosted, now, status="FAILED", error=reason)
+                    continue
+                handle = SandboxHandle.from_token(
+                    self.backend.name, hosted.sandbox_handle, log_path=hosted.log_path
+                )
+                logger.info(
+                    "launcher %s adopts the sandbox of %s", self.launcher_id, hosted.evaluation_id
+                )
+                self._watched[hosted.evaluation_id] = _Watched(
+                    hosted.evaluation_id,
+                    handle,
+                    as_utc(hosted.started_at) or now,
+                    hosted.timeout_minutes,
+                    hosted.expected_samples,
+                )
+
+    def _release_unstarted(
+        self, session: Session, hosted: HostedEvaluation, evaluation: Evaluation, now: datetime
+    ) -> None:
+        # Claimed but never started: queue it again, unless it keeps failing to start.
+        if evaluation.status == "PENDING" and hosted.attempt < self.settings.max_attempts:
+            hosted.launcher_id = None
+            hosted.claimed_at = None
+            return
+        self._close(
+            session,
+            hosted,
+            now,
+            status="FAILED",
+            error="the launcher stopped before it could start the sandbox",
+        )
+
+    # -- launching -------------------------------------------------------------------------
+
+    def _launch_pending(self) -> None:
+        free = self.settings.max_sandboxes - len(self._watched)
+        if free <= 0:
+            return
+        with self.db.read() as session:
+            waiting = session.scalar(
+                select(func.count())
+                .select_from(HostedEvaluation)
+                .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+                .where(Evaluation.status == "PENDING", HostedEvaluation.launcher_id.is_(None))
+            )
+        if not waiting:
+            return
+        with self.db.write() as session:
+            claimed = [
+                (hosted.evaluation_id, evaluation.user_id)
+                for hosted, evaluation in repository.claim_pending(
+                    session, self.launcher_id, free, utcnow()
+                )
+            ]
+        for evaluation_id, user_id in claimed:
+            try:
+                self._launch(evaluation_id, user_id)
+            except Exception as e:
+                logger.warning("could not start the sandbox of %s: %s", evaluation_id, e)
+                reason = str(e) if isinstance(e, ProctorError) else f"{type(e).__name__}: {e}"
+                with self.db.write() as session:
+                    found = repository.get(session, evaluation_id)
+                    if found is not None:
+                        self._close(
+                            session,
+                            found[0],
+                            utcnow(),
+                            status="FAILED",
+                            error=f"the sandbox could not start: {reason}",
+                        )
+
+    def _launch(self, evaluation_id: str, user_id: str) -> None:
+        with self.db.write() as session:
+            found = repository.get(session, evaluation_id)
+            if found is None:
+                return
+            hosted = found[0]
+            stored = dict(hosted.config or {})
+            secrets = dict((hosted.secrets or {}).get("custom_secrets") or {})
+            key = mint_scoped_key(session, evaluation_id, user_id, name=f"sandbox:{evaluation_id}")
+        config = HostedEvalConfig.model_validate(stored.get("eval_config") or {})
+        command = build_command(
+            self.settings.command,
+            environment=str(stored["environment"]),
+            model=str(stored["model"]),
+            config=config,
+        )
+        env = {
+            "PROCTOR_API_URL": self.api_url,
+            "PROCTOR_API_KEY": key,
+            "PROCTOR_RUNS_MODE": "online",
+        }
+        if config.api_key_var and config.api_key_var not in secrets:
+            value = os.environ.get(config.api_key_var)
+            if value and config.api_key_var in self.settings.forwarded_names():
+                env[config.api_key_var] = value
+        env.update(secrets)
+        box = self.data_dir / "sandboxes" / evaluation_id
+        spec = SandboxSpec(
+            evaluation_id=evaluation_id,
+            command=command,
+            env=env,
+            workdir=box / "work",
+            log_path=box / "sandbox.log",
+        )
+        handle = self.backend.start(spec)
+        now = utcnow()
+        with self.db.write() as session:
+            found = repository.get(session, evaluation_id)
+            if found is None:
+                self.backend.stop(handle, grace_seconds=self.settings.stop_grace_seconds)
+                return
+            hosted = found[0]
+            hosted.sandbox_handle = handle.token()
+            hosted.backend = self.backend.name
+            hosted.pid = int(handle.ref) if handle.backend == "local" else None
+            hosted.log_path = handle.log_path
+            hosted.started_at = now
+            hosted.heartbeat_at = now
+            repository.set_status_if_open(
+                session, evaluation_id, "RUNNING", now, from_statuses=("PENDING",)
+            )
+        self._watched[evaluation_id] = _Watched(
+            evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
+        )
+
+    # -- watching --------------------------------------------------------------------------
+
+    def _watch(self, watched: _Watched) -> None:
+        with self.db.read() as session:
+            found = repository.get(session, watched.evaluation_id)
+            status = found[1].status if found else None
+            cancel = bool(found and found[0].cancel_requested)
+        if found is None:
+            self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
+            self._watched.pop(watched.evaluation_id, None)
+            return
+        if cancel or status in _STOP_STATUSES:
+            logger.info("stopping the sandbox of %s (status %s)", watched.evaluation_id, status)
+            self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
+            self._finish(watched, self.backend.poll(watched.handle), cancelled=True)
+            return
+        if watched.timeout_minutes is not None:
+            limit = watched.started_at + timedelta(minutes=watched.timeout_minutes)
+            if utcnow() >= limit:
+                logger.info("the sandbox of %s timed out", watched.evaluation_id)
+                self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
+                self._finish(watched, self.backend.poll(watched.handle), timed_out=True)
+                return
+        state = self.backend.poll(watched.handle)
+        if not state.running:
+            self._finish(watched, state)
+
+    def _finish(
+        self,
+        watched: _Watched,
+        state: SandboxState,
+        *,
+        cancelled: bool = False,
+        timed_out: bool = False,
+    ) -> None:
+        """Apply the exit rules (module docstring) and close the sandbox's record."""
+        evaluation_id = watched.evaluation_id
+        tail = "" if state.exit_code == 0 else self.backend.logs(watched.handle, _ERROR_TAIL_BYTES)
+        now = utcnow()
+        with self.db.write() as session:
+            found = repository.get(session, evaluation_id)
+            if found is None:
+                self._watched.pop(evaluation_id, None)
+                return
+            hosted, evaluation = found
+            hosted.exit_code = state.exit_code
+            verdict = _verdict(evaluation, watched, state, tail, cancelled, timed_out)
+            self._close(
+                session,
+                hosted,
+                now,
+                status=verdict.status,
+                error=verdict.error,
+                overrule_finalized=verdict.overrule_finalized,
+            )
+        self._watched.pop(evaluation_id, None)
+        logger.info("sandbox of %s ended (exit %s)", evaluation_id, state.exit_code)
+
+    def _close(
+        self,
+        session: Session,
+        hosted: HostedEvaluation,
+        now: datetime,
+        *,
+        status: str | None,
+        error: str | None,
+        overrule_finalized: bool = False,
+    ) -> None:
+        """Set the status (unless terminal), end the record, drop its secrets and key."""
+        if overrule_finalized:
+            # An incomplete run that finalized anyway: its PROCESSING/COMPLETED is not trusted.
+            repository.set_status_if_open(
+                session,
+                hosted.evaluation_id,
+                "FAILED",
+                now,
+                error_message=error,
+                from_statuses=("PROCESSING", "COMPLETED"),
+            )
+        elif status is not None:
+            repository.set_status_if_open(
+                session, hosted.evaluation_id, status, now, error_message=error
+            )
+        hosted.ended_at = now
+        hosted.secrets = None
+        repository.revoke_scoped_keys(session, hosted.evaluation_id, now)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What a sandbox's end means for its evaluation."""
+
+    status: str | None
+    error: str | None
+    overrule_finalized: bool = False
+
+
+def _verdict(
+    evaluation: Evaluation,
+    watched: _Watched,
+    state: SandboxState,
+    tail: str,
+    cancelled: bool,
+    timed_out: bool,
+) -> _Verdict:
+    if cancelled:
+        return _Verdict("CANCELLED", "cancelled")
+    if timed_out:
+        return _Verdict(
+            "TIMEOUT",
+            f"timed out after {watched.timeout_minutes:g} minutes; the sandbox was killed",
+        )
+    code = state.exit_code
+    if code is None:
+        return _Verdict(
+            "FAILED", f"the sandbox ended without an exit code ({state.detail or 'lost'})"
+        )
+    if code != 0:
+        return _Verdict(
+            "FAILED", f"the sandbox exited with code {code}; last output:\n{tail.strip()}"
+        )
+    expected = watched.expected_samples
+    got = evaluation.total_samples
+    of = f"{got} of {expected}" if expected is not None else f"{got} of an unbounded number of"
+    if evaluation.status in ("PENDING", "RUNNING"):
+        return _Verdict("FAILED", f"incomplete: {of} samples; the run exited 0 without finalizing")
+    if expected is not None and got < expected:
+        return _Verdict("FAILED", f"incomplete: {of} samples", overrule_finalized=True)
+    return _Verdict(None, None)

@@ -1,0 +1,233 @@
+"""The launcher's rules, on a real SQLite database built by migrations and real local sandboxes.
+
+The sandbox command is a template, so shell one-liners stand in for `proctor eval` here;
+tests/e2e/test_hosted*.py run the real CLI against a real server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from proctor.hosted.config import LauncherSettings
+from proctor.hosted.launcher import Launcher
+from proctor.server.auth import service as auth
+from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
+from proctor.server.db.session import Database, make_session_factory
+from proctor.server.hosted import service
+from proctor.server.hosted.schemas import CreateHostedEvaluation
+from proctor.server.settings import Settings
+from proctor.server.setup import prepare_database
+
+ADMIN_KEY = "pk-hosted-launcher-test-admin-0123456789"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    settings = Settings(data_dir=tmp_path, bootstrap_key=ADMIN_KEY)
+    database = make_session_factory(settings)
+    prepare_database(settings, database)
+    yield database
+    database.dispose()
+
+
+def _settings(**overrides: Any) -> LauncherSettings:
+    base: dict[str, Any] = {"poll_seconds": 0.05, "stop_grace_seconds": 0.5, "stale_seconds": 60.0}
+    return LauncherSettings(**{**base, **overrides})
+
+
+def _create(db: Database, **eval_config: Any) -> str:
+    body = CreateHostedEvaluation.model_validate(
+        {
+            "environment_ids": ["alphabet-sort"],
+            "inference_model": "demo",
+            "eval_config": {"num_examples": 2, "rollouts_per_example": 1, **eval_config},
+        }
+    )
+    with db.write() as session:
+        principal = auth.authenticate(session, ADMIN_KEY)
+        return service.create_hosted(session, principal, body, LauncherSettings())[0]
+
+
+def _record(db: Database, evaluation_id: str) -> tuple[Evaluation, HostedEvaluation]:
+    with db.read() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        hosted = session.get(HostedEvaluation, evaluation_id)
+        assert evaluation is not None and hosted is not None
+        session.expunge_all()  # keep the loaded values past the read session's rollback
+        return evaluation, hosted
+
+
+def _tick_until(launcher: Launcher, done: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        launcher.tick()
+        if done():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def _status(db: Database, evaluation_id: str) -> str:
+    return _record(db, evaluation_id)[0].status
+
+
+def _launcher(db: Database, tmp_path: Path, command: str, **settings: Any) -> Launcher:
+    return Launcher(
+        db, _settings(command=command, **settings), api_url="http://127.0.0.1:9", data_dir=tmp_path
+    )
+
+
+def test_create_stores_pending_record_with_launcher_metadata_and_no_secrets(db: Database) -> None:
+    evaluation_id = _create(db, custom_secrets={"MODEL_KEY": "top-s3cret"}, timeout_minutes=2.5)
+    evaluation, hosted = _record(db, evaluation_id)
+    assert evaluation.status == "PENDING" and evaluation.is_hosted
+    metadata = json.loads(evaluation.metadata_raw)
+    assert metadata["launcher"] == "proctor"
+    assert metadata["num_examples"] == 2 and metadata["timeout_minutes"] == 2.5
+    assert "top-s3cret" not in evaluation.metadata_raw and "custom_secrets" not in metadata
+    assert hosted.secrets == {"custom_secrets": {"MODEL_KEY": "top-s3cret"}}
+    assert hosted.expected_samples == 2 and hosted.timeout_minutes == 2.5
+
+
+def test_nonzero_exit_fails_with_code_and_log_tail(db: Database, tmp_path: Path) -> None:
+    evaluation_id = _create(db)
+    launcher = _launcher(db, tmp_path, "echo starting {env} {model}; echo broken >&2; exit 3")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) not in ("PENDING", "RUNNING"))
+    evaluation, hosted = _record(db, evaluation_id)
+    assert evaluation.status == "FAILED"
+    assert evaluation.error_message is not None
+    assert "code 3" in evaluation.error_message and "broken" in evaluation.error_message
+    assert hosted.exit_code == 3 and hosted.ended_at is not None and hosted.secrets is None
+    log = (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text()
+    assert "starting alphabet-sort demo" in log
+
+
+def test_exit_zero_without_finalizing_is_incomplete(db: Database, tmp_path: Path) -> None:
+    evaluation_id = _create(db, num_examples=3, rollouts_per_example=2)
+    launcher = _launcher(db, tmp_path, "true")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
+    message = _record(db, evaluation_id)[0].error_message or ""
+    assert message.startswith("incomplete: 0 of 6 samples")
+
+
+def test_sandbox_gets_scoped_key_and_secrets_only_in_its_environment(
+    db: Database, tmp_path: Path
+) -> None:
+    os.environ["PROCTOR_TEST_FORWARDED_KEY"] = "forwarded-s3cret"
+    try:
+        evaluation_id = _create(
+            db,
+            custom_secrets={"MY_SECRET": "custom-s3cret"},
+            api_key_var="PROCTOR_TEST_FORWARDED_KEY",
+        )
+        # The command prints what the sandbox's environment holds, then lingers for `ps`.
+        command = (
+            'echo "url=$PROCTOR_API_URL id=$EVALUATION_ID"; '
+            "printenv MY_SECRET PROCTOR_TEST_FORWARDED_KEY PROCTOR_API_KEY > env.txt; sleep 30"
+        )
+        launcher = _launcher(db, tmp_path, command, forward_env="PROCTOR_TEST_FORWARDED_KEY")
+        _tick_until(launcher, lambda: _status(db, evaluation_id) == "RUNNING")
+        env_file = tmp_path / "sandboxes" / evaluation_id / "work" / "env.txt"
+        _tick_until(launcher, env_file.exists)
+        time.sleep(0.2)
+        custom, forwarded, key = env_file.read_text().split()
+        assert (custom, forwarded) == ("custom-s3cret", "forwarded-s3cret")
+        assert key.startswith("pk_")
+        log = launcher.backend.logs(launcher._watched[evaluation_id].handle)
+        assert f"url=http://127.0.0.1:9 id={evaluation_id}" in log
+        _, hosted = _record(db, evaluation_id)
+        group = [p for p in psutil.process_iter(["cmdline"]) if _pgid(p.pid) == hosted.pid]
+        cmdlines = " ".join(" ".join(p.info["cmdline"] or []) for p in group)
+        assert group and all(v not in cmdlines for v in (custom, forwarded, key))
+        with db.read() as session:
+            keys = session.query(ApiKey).filter(ApiKey.scope_evaluation_id == evaluation_id).all()
+            session.expunge_all()
+        assert len(keys) == 1 and keys[0].revoked_at is None
+    finally:
+        del os.environ["PROCTOR_TEST_FORWARDED_KEY"]
+    with db.write() as session:
+        service.cancel(session, auth.authenticate(session, ADMIN_KEY), evaluation_id)
+    _tick_until(launcher, lambda: _record(db, evaluation_id)[1].ended_at is not None)
+    evaluation, hosted = _record(db, evaluation_id)
+    assert evaluation.status == "CANCELLED" and hosted.secrets is None
+    with db.read() as session:
+        key = session.query(ApiKey).filter(ApiKey.scope_evaluation_id == evaluation_id).one()
+        session.expunge_all()
+    assert key.revoked_at is not None
+    assert not _group_alive(hosted.pid)
+
+
+def test_timeout_kills_the_sandbox(db: Database, tmp_path: Path) -> None:
+    evaluation_id = _create(db, timeout_minutes=0.01)  # 0.6 s
+    launcher = _launcher(db, tmp_path, "sleep 60")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) == "TIMEOUT")
+    evaluation, hosted = _record(db, evaluation_id)
+    assert "timed out" in (evaluation.error_message or "")
+    assert not _group_alive(hosted.pid)
+
+
+def test_terminal_status_set_by_the_run_is_kept(db: Database, tmp_path: Path) -> None:
+    evaluation_id = _create(db)
+    launcher = _launcher(db, tmp_path, "sleep 1; exit 1")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) == "RUNNING")
+    with db.write() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        assert evaluation is not None
+        evaluation.status, evaluation.error_message = "FAILED", "the run's own reason"
+    _tick_until(launcher, lambda: _record(db, evaluation_id)[1].ended_at is not None)
+    evaluation, _ = _record(db, evaluation_id)
+    assert (evaluation.status, evaluation.error_message) == ("FAILED", "the run's own reason")
+
+
+def test_concurrency_limit_keeps_the_rest_pending(db: Database, tmp_path: Path) -> None:
+    ids = [_create(db) for _ in range(3)]
+    launcher = _launcher(db, tmp_path, "sleep 30", max_sandboxes=2)
+    for _ in range(5):
+        launcher.tick()
+    assert sorted(_status(db, i) for i in ids) == ["PENDING", "RUNNING", "RUNNING"]
+    for evaluation_id in ids:
+        with db.write() as session:
+            service.cancel(session, auth.authenticate(session, ADMIN_KEY), evaluation_id)
+    _tick_until(launcher, lambda: launcher.running == 0)
+    assert {_status(db, i) for i in ids} == {"CANCELLED"}
+
+
+def test_restarted_launcher_adopts_live_sandbox_and_closes_dead_ones(
+    db: Database, tmp_path: Path
+) -> None:
+    alive_id, dead_id = _create(db), _create(db)
+    first = _launcher(db, tmp_path, "sleep 1.5; exit 5", launcher_id="L1")
+    _tick_until(first, lambda: {_status(db, alive_id), _status(db, dead_id)} == {"RUNNING"})
+    # The first launcher dies; one sandbox is killed with it, the other lives on.
+    os.killpg(_record(db, dead_id)[1].pid or 0, 9)
+    second = _launcher(db, tmp_path, "true", launcher_id="L2", stale_seconds=0.2)
+    time.sleep(0.3)
+    _tick_until(
+        second,
+        lambda: all(_record(db, i)[1].ended_at is not None for i in (alive_id, dead_id)),
+    )
+    alive, dead = _record(db, alive_id)[0], _record(db, dead_id)[0]
+    assert alive.status == "FAILED" and "code 5" in (alive.error_message or "")
+    # Killed with its wrapper, it left no exit code: it is closed with the reason.
+    assert dead.status == "FAILED" and "without an exit code" in (dead.error_message or "")
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _group_alive(pgid: int | None) -> bool:
+    return any(
+        _pgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE for p in psutil.process_iter()
+    )
