@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from proctor import __version__
 from proctor.server.db.session import Database, make_session_factory
 from proctor.server.errors import install_error_handlers
+from proctor.server.hosted.lifecycle import start_launcher, stop_launcher
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
 
@@ -29,9 +30,10 @@ def api_routers() -> list[APIRouter]:
     from proctor.server.auth.endpoints import router as auth_router
     from proctor.server.environments.endpoints import router as environments_router
     from proctor.server.evaluations.endpoints import router as evaluations_router
+    from proctor.server.hosted.endpoints import router as hosted_router
     from proctor.server.traces.endpoints import router as traces_router
 
-    return [auth_router, environments_router, evaluations_router, traces_router]
+    return [auth_router, environments_router, evaluations_router, traces_router, hosted_router]
 
 
 def site_routers() -> list[APIRouter]:
@@ -54,7 +56,9 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if prepare:
             await run_in_threadpool(prepare_database, settings, db)
+        await run_in_threadpool(start_launcher, app, db, settings)  # off: PROCTOR_HOSTED_IN_SERVER
         yield
+        await run_in_threadpool(stop_launcher, app)
         db.dispose()
 
     app = FastAPI(
