@@ -37,10 +37,10 @@ from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E
 
 BARE_LOOP = r"""
 import asyncio, json, sys, time
-spawned, url, n, c, transport = float(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+url, n, c, transport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 import openai
 http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
-PROMPT = "Reverse the following text character by character: Always soldier brown white most mother."
+PROMPT = "Reverse the following text character by character: Always soldier brown white."
 
 async def main():
     client = openai.AsyncOpenAI(base_url=url, api_key="x", http_client=http_client)
@@ -120,9 +120,7 @@ def measure_proctor(url: str, n: int, c: int, workdir: Path) -> Measure:
 
 def measure_bare(url: str, n: int, c: int, transport: str) -> Measure:
     spawned = time.time()
-    out, cpu, rss = run_child(
-        [sys.executable, "-c", BARE_LOOP, str(spawned), url, str(n), str(c), transport]
-    )
+    out, cpu, rss = run_child([sys.executable, "-c", BARE_LOOP, url, str(n), str(c), transport])
     result = json.loads(out.strip().splitlines()[-1])
     return Measure(
         cpu, rss, result["first"] - spawned, result["last"] - result["first"], result["n"]
@@ -197,7 +195,8 @@ def render(rows: list, baselines: dict[str, Measure], opts: argparse.Namespace) 
         f"{opts.latency_ms:g} ms latency, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}.",
         "",
-        "| system | -c | wall s | floor s | wall / floor | CPU ms / rollout | start-up s | peak RSS MB |",
+        "| system | -c | wall s | floor s | wall / floor | CPU ms / rollout | start-up s "
+        "| peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, c, m, floor, marginal in rows:
