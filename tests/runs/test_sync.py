@@ -1,0 +1,159 @@
+"""`proctor runs sync`: what a killed or timed-out process left behind reaches the platform once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from proctor import runs
+from tests.conftest import Platform
+from tests.procs import PROCTOR
+from tests.runs.support import (
+    all_samples,
+    create_launcher_evaluation,
+    get_evaluation,
+    make_record,
+)
+
+
+def _killed_run(run_dir: Path, *, total: int, expected: int, attach: str | None = None) -> str:
+    """Run a process that sends 3 records, spools 2 more, writes `total` traces, then SIGKILLs.
+
+    Like the engine, every record goes to traces.jsonl before it is logged; records 5.. never
+    reach the run at all.
+    """
+    script = textwrap.dedent(
+        f"""
+        import json, os, signal, time
+        from pathlib import Path
+        from proctor import runs
+        from tests.runs.support import make_record
+        run_dir = Path({str(run_dir)!r})
+        run = runs.init(name="killed", environments=["alphabet-sort"], model="demo",
+                        config={{"n": {total}}}, run_dir=run_dir, id={attach!r},
+                        expected_samples={expected},
+                        upload=runs.UploaderOptions(batch_interval=60, max_batch_samples=3))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        records = [make_record(i, run_id=run.id) for i in range({total})]
+        with open(run_dir / "traces.jsonl", "w") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\\n")
+        def wait(cond):
+            deadline = time.monotonic() + 20
+            while not cond() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        run.log_episodes(records[:3])
+        wait(lambda: run.counters.sent == 3)
+        run.log_episodes(records[3:5])
+        wait(lambda: run.counters.spooled == 5)
+        print(run.id, run.counters.sent, run.counters.spooled, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=Path.cwd()
+    )
+    assert proc.returncode == -9, proc.stderr
+    eid, sent, spooled = proc.stdout.split()
+    assert (sent, spooled) == ("3", "5")
+    return eid
+
+
+def _sync(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PROCTOR, "runs", "sync", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _trace_ids(run_dir: Path) -> list[str]:
+    lines = (run_dir / "traces.jsonl").read_text().splitlines()
+    return [json.loads(line)["id"] for line in lines]
+
+
+def test_sync_after_a_kill_sends_the_rest_once_and_finalizes_a_complete_run(
+    tmp_path: Path, online: Platform
+) -> None:
+    run_dir = tmp_path / "run"
+    eid = _killed_run(run_dir, total=10, expected=10)
+    assert len(all_samples(online, eid)) == 3
+    result = _sync(run_dir)
+    assert result.returncode == 0, result.stderr
+    assert "7 sample(s) sent (5 recovered from traces.jsonl), 0 still unsent" in result.stdout
+    assert "finalized" in result.stdout
+    ids = [s["sample_id"] for s in all_samples(online, eid)]
+    assert sorted(ids) == sorted(_trace_ids(run_dir))
+    record = get_evaluation(online, eid)
+    assert record["status"] in ("PROCESSING", "COMPLETED")
+    assert record["metrics"]["avg_reward"] == 1.0  # type: ignore[index]
+    # Syncing again finds nothing to send and sends nothing twice.
+    again = _sync(run_dir)
+    assert again.returncode == 0 and "0 sample(s) sent" in again.stdout
+    assert len(all_samples(online, eid)) == 10
+
+
+def test_sync_marks_an_incomplete_created_run_crashed(tmp_path: Path, online: Platform) -> None:
+    run_dir = tmp_path / "run"
+    eid = _killed_run(run_dir, total=8, expected=20)
+    result = _sync(run_dir)
+    assert result.returncode == 0, result.stderr
+    assert "marked FAILED" in result.stdout
+    record = get_evaluation(online, eid)
+    assert record["status"] == "FAILED"
+    assert record["error_message"] == "crashed: the eval process stopped after 8 of 20 episodes"
+    assert len(all_samples(online, eid)) == 8
+
+
+def test_sync_of_an_attached_run_only_uploads(tmp_path: Path, online: Platform) -> None:
+    eid = create_launcher_evaluation(online, launcher="sync-test")
+    run_dir = tmp_path / "run"
+    assert _killed_run(run_dir, total=7, expected=7, attach=eid) == eid
+    result = _sync(run_dir)
+    assert result.returncode == 0, result.stderr
+    assert "status left to the launcher" in result.stdout
+    record = get_evaluation(online, eid)
+    assert record["status"] == "RUNNING"
+    assert record["metadata"] == {"launcher": "sync-test"}
+    assert len(all_samples(online, eid)) == 7
+
+
+def test_a_finish_that_times_out_is_completed_by_sync(
+    tmp_path: Path, online: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_dir = tmp_path / "run"
+    run = runs.init(
+        name="slow", environments=["alphabet-sort"], model="demo", config={}, run_dir=run_dir
+    )
+    records = [make_record(i, run_id=run.id, reward=0.5) for i in range(4)]
+    run.log_episodes(records)
+    with caplog.at_level(logging.WARNING, logger="proctor"):
+        run.finish(timeout=0)
+    assert f"proctor runs sync {run_dir}" in caplog.text
+    assert get_evaluation(online, run.id)["status"] == "RUNNING"
+    state = json.loads((run_dir / "platform" / run.id / "run.json").read_text())
+    assert state["phase"] == "finish_pending"
+    reports = runs.sync_run_dir(run_dir)
+    assert [(r.pending, r.action) for r in reports] == [(0, "finalized")]
+    record = get_evaluation(online, run.id)
+    assert record["status"] in ("PROCESSING", "COMPLETED")
+    assert record["metrics"]["avg_reward"] == 0.5  # type: ignore[index]
+    assert sorted(s["sample_id"] for s in all_samples(online, run.id)) == sorted(
+        r["id"] for r in records
+    )
+
+
+def test_sync_explains_a_directory_without_a_spool(tmp_path: Path, online: Platform) -> None:
+    result = _sync(tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "pass a run directory of an eval that pushed to a platform"
+    )
+    assert "Traceback" not in result.stderr
