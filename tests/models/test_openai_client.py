@@ -1,0 +1,235 @@
+"""The OpenAI-compatible client over real loopback HTTP: retries, Retry-After, errors, usage."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+from tests.procs import free_port
+
+from proctor.errors import ModelError
+from proctor.models.config import ClientConfig, SamplingConfig
+from proctor.models.openai_client import PLACEHOLDER_API_KEY, OpenAIChatClient
+
+MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+def ok_body(content: str = "4") -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    }
+
+
+@dataclass
+class Script:
+    """A scripted endpoint: answers in order (status, headers, body); the last one repeats."""
+
+    answers: list[tuple[int, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    headers: list[Any] = field(default_factory=list)
+
+
+@pytest.fixture
+async def endpoint() -> AsyncIterator[tuple[str, Script]]:
+    script = Script()
+
+    async def chat(request: web.Request) -> web.Response:
+        script.arrivals.append(time.monotonic())
+        script.requests.append(await request.json())
+        script.headers.append(request.headers.copy())  # case-insensitive
+        index = min(len(script.requests) - 1, len(script.answers) - 1)
+        status, headers, body = script.answers[index]
+        return web.json_response(body, status=status, headers=headers)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": []}, status=404)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}/v1", script
+    await runner.cleanup()
+
+
+def make_client(url: str, **overrides: Any) -> OpenAIChatClient:
+    config = ClientConfig(base_url=url, retry_base_delay=0.01, retry_max_delay=2.0, **overrides)
+    return OpenAIChatClient(model="m", client=config, sampling=SamplingConfig(temperature=0.5))
+
+
+Client = Callable[..., OpenAIChatClient]
+
+
+async def test_completion_returns_message_usage_and_sends_sampling(
+    endpoint: tuple[str, Script], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, script = endpoint
+    script.answers = [(200, {}, ok_body("four"))]
+    monkeypatch.setenv("MY_KEY", "sk-test-123")
+    client = make_client(url, api_key_var="MY_KEY", headers={"X-Team": "evals"})
+    try:
+        completion = await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert completion.message == {"role": "assistant", "content": "four"}
+    assert completion.usage.to_dict() == {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "total_tokens": 10,
+    }
+    assert completion.finish_reason == "stop"
+    sent = script.requests[0]
+    assert sent["model"] == "m" and sent["messages"] == MESSAGES and sent["temperature"] == 0.5
+    assert "max_tokens" not in sent  # unset sampling fields are not sent
+    assert script.headers[0]["Authorization"] == "Bearer sk-test-123"
+    assert script.headers[0]["X-Team"] == "evals"
+
+
+async def test_missing_key_variable_sends_placeholder(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(200, {}, ok_body())]
+    client = make_client(url, api_key_var="PROCTOR_TEST_UNSET_KEY_VAR")
+    try:
+        await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert script.headers[0]["Authorization"] == f"Bearer {PLACEHOLDER_API_KEY}"
+
+
+async def test_tools_and_tool_calls_pass_through(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    call = {"id": "t1", "type": "function", "function": {"name": "calc", "arguments": "{}"}}
+    body = ok_body()
+    body["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    script.answers = [(200, {}, body)]
+    tools = [{"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}}]
+    client = make_client(url)
+    try:
+        completion = await client.complete(MESSAGES, tools=tools)
+    finally:
+        await client.aclose()
+    assert script.requests[0]["tools"] == tools
+    assert completion.message["tool_calls"] == [call]
+
+
+async def test_429_and_500_are_retried_until_success(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    error = {"error": {"message": "busy"}}
+    script.answers = [(429, {}, error), (500, {}, error), (503, {}, error), (200, {}, ok_body())]
+    client = make_client(url)
+    try:
+        completion = await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert completion.message["content"] == "4"
+    assert len(script.requests) == 4
+
+
+async def test_retry_after_is_honoured(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(429, {"Retry-After": "0.6"}, {"error": {}}), (200, {}, ok_body())]
+    client = make_client(url)  # backoff alone would wait ~10 ms
+    try:
+        await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert script.arrivals[1] - script.arrivals[0] >= 0.55
+
+
+async def test_client_error_fails_at_once(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(400, {}, {"error": {"message": "bad messages"}})]
+    client = make_client(url)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert len(script.requests) == 1
+    assert caught.value.status_code == 400
+    assert "HTTP 400" in str(caught.value)
+
+
+async def test_retries_are_bounded(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(500, {}, {"error": {"message": "down"}})]
+    client = make_client(url, max_retries=3)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert len(script.requests) == 4
+    assert caught.value.status_code == 500
+    assert "after 4 attempts" in str(caught.value)
+
+
+async def test_invalid_body_is_a_model_error(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(200, {}, {"choices": []})]
+    client = make_client(url)
+    try:
+        with pytest.raises(ModelError, match="no choices"):
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+
+
+async def test_connection_refused_is_retried_then_fails() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    client = make_client(url, max_retries=2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ModelError, match="after 3 attempts"):
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert time.monotonic() - started < 5
+
+
+async def test_preflight_treats_any_answer_as_reachable(endpoint: tuple[str, Script]) -> None:
+    url, _ = endpoint  # GET /models answers 404 here
+    client = make_client(url)
+    try:
+        await client.preflight()
+    finally:
+        await client.aclose()
+
+
+async def test_preflight_names_the_unreachable_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    client = make_client(url)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.preflight(timeout=2.0)
+    finally:
+        await client.aclose()
+    assert (
+        str(caught.value) == f"cannot reach the model at {url}: start it or pass --client.base-url"
+    )
+
+
+def test_sampling_extras_pass_through() -> None:
+    sampling = SamplingConfig.model_validate({"max_tokens": 9, "top_k": 5})
+    assert sampling.request_args() == {"max_tokens": 9, "top_k": 5}
+    assert json.dumps(SamplingConfig().request_args()) == "{}"
