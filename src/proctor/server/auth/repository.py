@@ -71,7 +71,7 @@ def members_of(session: Session, team_id: str) -> list[tuple[TeamMember, User]]:
         .where(TeamMember.team_id == team_id)
         .order_by(User.name)
     )
-    return [(m, u) for m, u in rows.tuples()]
+    return [(m, u) for m, u in rows]
 
 
 def list_keys(session: Session) -> list[tuple[ApiKey, User]]:
@@ -79,7 +79,7 @@ def list_keys(session: Session) -> list[tuple[ApiKey, User]]:
     rows = session.execute(
         select(ApiKey, User).join(User, User.id == ApiKey.user_id).order_by(ApiKey.created_at)
     )
-    return [(k, u) for k, u in rows.tuples()]
+    return [(k, u) for k, u in rows]
 
 
 def keys_matching(session: Session, ref: str) -> list[ApiKey]:

@@ -29,7 +29,7 @@ def names_by_ids(session: Session, env_ids: Sequence[str]) -> dict[str, str]:
     rows = session.execute(
         select(Environment.id, Environment.name).where(Environment.id.in_(list(env_ids)))
     )
-    return {env_id: name for env_id, name in rows.tuples()}
+    return {env_id: name for env_id, name in rows}
 
 
 def add(session: Session, env: Environment) -> Environment:
