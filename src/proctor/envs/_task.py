@@ -113,7 +113,7 @@ class Taskset:
         if n is not None and n < 0:
             raise ConfigError(f"the number of tasks must be 0 or more, not {n}: pass -n N.")
         if self._tasks is not None:
-            return self._tasks if n is None else self._tasks[:n]
+            return self._tasks[:n]
         if n is None:
             name = self.name or "this environment"
             raise ConfigError(

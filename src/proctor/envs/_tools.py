@@ -92,7 +92,10 @@ class Tool:
         if isinstance(func, Tool):
             return func
         description, arg_help = _parse_docstring(func.__doc__ or "")
-        hints = typing.get_type_hints(func)
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception:  # annotations naming types only imported for type checking
+            hints = {}
         properties: dict[str, Any] = {}
         required: list[str] = []
         for param in inspect.signature(func).parameters.values():
