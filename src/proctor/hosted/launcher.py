@@ -113,6 +113,10 @@ class Launcher:
             self._thread.join(timeout)
             self._thread = None
 
+    def stop_soon(self) -> None:
+        """Ask the loop to end after the current tick (safe from a signal handler)."""
+        self._stop.set()
+
     def run(self) -> None:
         """Tick until `stop()`; a failing tick is logged and retried, never fatal."""
         logger.info("launcher %s started (%s sandboxes)", self.launcher_id, self.backend.name)

@@ -1,0 +1,133 @@
+"""`proctor hosted run|logs|cancel`: hosted evaluations on the platform at PROCTOR_API_URL."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from proctor.errors import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proctor hosted",
+        description="Start, follow and cancel hosted evaluations "
+        "(on PROCTOR_API_URL, with PROCTOR_API_KEY).",
+    )
+    sub = parser.add_subparsers(dest="action", required=True)
+    run = sub.add_parser("run", help="start a hosted evaluation")
+    run.add_argument("env", metavar="ENV", help="environment name, e.g. alphabet-sort")
+    run.add_argument("-m", "--model", required=True, help="model the sandbox evaluates")
+    run.add_argument("-n", "--num-examples", type=int, default=5, help="tasks (-1: all)")
+    run.add_argument("-r", "--rollouts", type=int, default=3, help="rollouts per task")
+    run.add_argument("-c", "--max-concurrent", type=int, help="rollouts in flight at once")
+    run.add_argument("--timeout-minutes", type=float, help="kill the sandbox after this long")
+    run.add_argument("--sampling-args", type=json.loads, help='JSON, e.g. {"temperature": 0.7}')
+    run.add_argument("--env-args", type=json.loads, help="JSON object for the environment loader")
+    run.add_argument("--api-base-url", help="model endpoint (OpenAI-compatible, ending in /v1)")
+    run.add_argument("--api-key-var", help="variable holding the model's key in the sandbox")
+    run.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass the variable NAME from this shell to the sandbox as a secret (repeatable)",
+    )
+    run.add_argument("--name", help="name of the evaluation")
+    run.add_argument("--team-id", help="team that owns the evaluation")
+    run.add_argument("--follow", action="store_true", help="stream logs until it ends")
+    logs = sub.add_parser("logs", help="print a hosted evaluation's logs")
+    logs.add_argument("id", help="evaluation id")
+    logs.add_argument("--follow", "-f", action="store_true", help="stream until it ends")
+    cancel = sub.add_parser("cancel", help="cancel a hosted evaluation")
+    cancel.add_argument("id", help="evaluation id")
+    for p in (run, logs):
+        p.add_argument("--poll-seconds", type=float, default=1.0, help="polling interval")
+    return parser
+
+
+def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "num_examples": args.num_examples,
+        "rollouts_per_example": args.rollouts,
+    }
+    optional = {
+        "max_concurrent": args.max_concurrent,
+        "timeout_minutes": args.timeout_minutes,
+        "sampling_args": args.sampling_args,
+        "env_args": args.env_args,
+        "api_base_url": args.api_base_url,
+        "api_key_var": args.api_key_var,
+    }
+    config.update({k: v for k, v in optional.items() if v is not None})
+    secrets = {}
+    for name in args.secret:
+        if name not in os.environ:
+            raise ConfigError(f"--secret {name}: the variable is not set in this shell; export it.")
+        secrets[name] = os.environ[name]
+    if secrets:
+        config["custom_secrets"] = secrets
+    return config
+
+
+def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
+    from proctor.hosted import remote
+
+    def show_status(record: dict[str, Any]) -> None:
+        print(f"[{record['status']}] {evaluation_id}", file=sys.stderr, flush=True)
+
+    record = remote.follow(
+        client,
+        evaluation_id,
+        on_logs=lambda text: print(text, end="", flush=True),
+        on_status=show_status,
+        poll_seconds=poll_seconds,
+    )
+    return _report(record)
+
+
+def _report(record: dict[str, Any]) -> int:
+    status = record.get("status")
+    line = f"evaluation {record.get('evaluation_id')}: {status}"
+    if record.get("error_message"):
+        line += f" ({record['error_message'].splitlines()[0]})"
+    print(line, file=sys.stderr)
+    if status == "COMPLETED":
+        print(f"  samples: {record.get('total_samples')}, avg score: {record.get('avg_score')}")
+        print(f"  dashboard: {record.get('viewer_url')}")
+    return 0 if status == "COMPLETED" else 1
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments and talk to the platform."""
+    args = _parser().parse_args(argv)
+    from proctor.hosted import remote
+
+    client = remote.connect()
+    try:
+        if args.action == "run":
+            ids = remote.submit(
+                client,
+                environment=args.env,
+                model=args.model,
+                eval_config=_eval_config(args),
+                name=args.name,
+                team_id=args.team_id,
+            )
+            for evaluation_id in ids:
+                print(evaluation_id)
+            if args.follow:
+                return _follow(client, ids[0], args.poll_seconds)
+            return 0
+        if args.action == "logs":
+            if args.follow:
+                return _follow(client, args.id, args.poll_seconds)
+            print(remote.logs(client, args.id), end="")
+            return 0
+        print(remote.cancel(client, args.id))
+        return 0
+    finally:
+        client.close()

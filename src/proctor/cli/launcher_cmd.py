@@ -1,0 +1,78 @@
+"""`proctor launcher`: run the hosted-evaluation launcher as its own process.
+
+It shares the server's database (`--data-dir` or `PROCTOR_DATABASE_URL`); several launchers
+may run at once. Turn the server's own launcher off with `PROCTOR_HOSTED_IN_SERVER=false`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from types import FrameType
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proctor launcher",
+        description="Run hosted evaluations from the platform's queue in sandboxes.",
+    )
+    parser.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    parser.add_argument(
+        "--api-url",
+        help="platform URL handed to sandboxes (default PROCTOR_HOSTED_API_URL, else "
+        "http://127.0.0.1:8000)",
+    )
+    parser.add_argument("--sandbox", choices=["local", "ray"], help="sandbox backend")
+    parser.add_argument("--ray-address", help="Ray job API address, e.g. http://127.0.0.1:8265")
+    parser.add_argument(
+        "--sandbox-isolation", choices=["none", "bwrap"], help="isolate local sandboxes"
+    )
+    parser.add_argument("--max-sandboxes", type=int, help="sandboxes run at once (default 8)")
+    parser.add_argument("--id", help="stable launcher id, so a restart recovers its work at once")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+    return parser
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments and run the launcher until SIGTERM or Ctrl-C."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from proctor.hosted.config import LauncherSettings
+    from proctor.hosted.launcher import Launcher
+    from proctor.server.setup import open_database, settings_from
+
+    overrides = {
+        "sandbox": args.sandbox,
+        "ray_address": args.ray_address,
+        "isolation": args.sandbox_isolation,
+        "max_sandboxes": args.max_sandboxes,
+        "api_url": args.api_url,
+    }
+    settings = LauncherSettings(**{k: v for k, v in overrides.items() if v is not None})
+    server = settings_from(args.data_dir)
+    db = open_database(server)
+    launcher = Launcher(
+        db,
+        settings,
+        api_url=settings.api_url or "http://127.0.0.1:8000",
+        data_dir=server.resolved_data_dir(),
+        launcher_id=args.id,
+    )
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        launcher.stop_soon()
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        launcher.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        db.dispose()
+    return 0

@@ -1,0 +1,94 @@
+"""`proctor quickstart`: a local platform, the demo model and one hosted evaluation.
+
+Shows the evaluation's live logs, then its metrics and dashboard URL, and keeps serving
+until Ctrl-C (`--exit`: stop once the evaluation has ended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proctor quickstart",
+        description="Start a platform server (SQLite), the demo model and one hosted "
+        "alphabet-sort evaluation; follow it, then keep serving until Ctrl-C.",
+    )
+    parser.add_argument("--data-dir", default="~/.proctor", help="data directory (~/.proctor)")
+    parser.add_argument("--port", type=int, default=8000, help="platform port (8000)")
+    parser.add_argument("--model-port", type=int, default=8001, help="demo model port (8001)")
+    parser.add_argument("-n", "--num-examples", type=int, default=20, help="tasks (20)")
+    parser.add_argument("-r", "--rollouts", type=int, default=2, help="rollouts per task (2)")
+    parser.add_argument("--exit", action="store_true", help="stop once the evaluation ended")
+    return parser
+
+
+def _say(text: str) -> None:
+    print(f"quickstart: {text}", file=sys.stderr, flush=True)
+
+
+def _summary(record: dict[str, Any]) -> None:
+    print(f"\nevaluation {record['evaluation_id']}: {record['status']}")
+    if record.get("error_message"):
+        print(f"  error: {record['error_message']}")
+    print(f"  samples: {record.get('total_samples')}")
+    metrics = record.get("metrics") or {}
+    if "avg_reward" in metrics:
+        print(f"  avg reward: {metrics['avg_reward']:.4f}")
+    for name, value in sorted((metrics.get("avg_metrics") or {}).items()):
+        print(f"  {name}: {value:.4f}")
+    if record.get("avg_score") is not None:
+        low, high = record.get("min_score") or 0.0, record.get("max_score") or 0.0
+        print(f"  score: avg {record['avg_score']:.4f}, min {low:.4f}, max {high:.4f}")
+    print(f"  dashboard: {record.get('viewer_url')}", flush=True)
+
+
+def run(argv: list[str]) -> int:
+    """Parse the arguments, start everything, follow the evaluation, serve until Ctrl-C."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from proctor.hosted.quickstart import Quickstart, QuickstartOptions
+
+    options = QuickstartOptions(
+        data_dir=Path(args.data_dir).expanduser(),
+        port=args.port,
+        model_port=args.model_port,
+        num_examples=args.num_examples,
+        rollouts=args.rollouts,
+    )
+    quick = Quickstart(options)
+    try:
+        _say(f"starting the platform on {quick.api_url} (data in {options.data_dir})")
+        key = quick.start()
+        _say(f"demo model on {quick.model_url}; API key saved in {options.data_dir}/config.toml")
+        evaluation_id = quick.submit(key)
+        _say(
+            f"hosted evaluation {evaluation_id} queued ({options.environment}, "
+            f"{options.num_examples} x {options.rollouts} against the demo model)"
+        )
+        record = quick.follow(
+            key,
+            evaluation_id,
+            on_logs=lambda text: print(text, end="", flush=True),
+            on_status=lambda r: _say(f"status {r['status']}"),
+        )
+        _summary(record)
+        completed = record["status"] == "COMPLETED"
+        if args.exit:
+            return 0 if completed else 1
+        _say(f"serving {quick.api_url} (dashboard {quick.api_url}/); press Ctrl-C to stop")
+        while quick.alive():
+            time.sleep(0.5)
+        _say("a child process exited; stopping")
+        return 1
+    except KeyboardInterrupt:
+        _say("stopping")
+        return 0
+    finally:
+        quick.stop()

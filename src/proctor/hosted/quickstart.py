@@ -1,0 +1,274 @@
+"""`proctor quickstart`: a platform, the demo model and one hosted evaluation, on one machine.
+
+Starts `proctor server` (SQLite in the data dir) and `proctor demo-model` as child processes,
+makes sure an admin key exists and is written to `<data dir>/config.toml` (so re-runs, and
+`proctor hosted`/`proctor evals` with the default data dir, use it), then queues one hosted
+`alphabet-sort` evaluation against the demo model and follows it to the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from proctor.errors import ConfigError, PlatformError
+from proctor.hosted import remote
+
+logger = logging.getLogger(__name__)
+
+PROCTOR = [sys.executable, "-m", "proctor.cli.main"]
+
+
+@dataclass
+class QuickstartOptions:
+    """What `proctor quickstart` runs."""
+
+    data_dir: Path = field(default_factory=lambda: Path("~/.proctor").expanduser())
+    """Where the database, logs, sandboxes and the key live."""
+    port: int = 8000
+    """Port of the platform server."""
+    model_port: int = 8001
+    """Port of the demo model."""
+    environment: str = "alphabet-sort"
+    """Environment of the hosted evaluation."""
+    num_examples: int = 20
+    """Tasks to evaluate."""
+    rollouts: int = 2
+    """Rollouts per task."""
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def output_tail(self, size: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+class Quickstart:
+    """The processes of one quickstart; `stop()` ends them.
+
+    A sandbox still running at `stop()` keeps running in its own session; the next quickstart
+    on the same data dir and port adopts it.
+    """
+
+    def __init__(self, options: QuickstartOptions) -> None:
+        self.options = options
+        self.children: list[_Child] = []
+        self.api_url = f"http://127.0.0.1:{options.port}"
+        self.model_url = f"http://127.0.0.1:{options.model_port}/v1"
+
+    def start(self) -> str:
+        """Start the server and the demo model; returns the admin key."""
+        data_dir = self.options.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        for port, flag in (
+            (self.options.port, "--port"),
+            (self.options.model_port, "--model-port"),
+        ):
+            _require_free(port, flag)
+        key = ensure_admin_key(data_dir)
+        write_client_config(data_dir / "config.toml", api_url=self.api_url, api_key=key)
+        logs = data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        env = {
+            "PROCTOR_HOSTED_IN_SERVER": "true",
+            "PROCTOR_MODEL_BASE_URL": self.model_url,
+            "PROCTOR_DATABASE_URL": sqlite_url(data_dir),
+        }
+        self._spawn(
+            "server",
+            [
+                *PROCTOR,
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.options.port),
+                "--data-dir",
+                str(data_dir),
+            ],
+            logs / "server.log",
+            env,
+        )
+        self._spawn(
+            "demo model",
+            [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(self.options.model_port)],
+            logs / "demo-model.log",
+            {},
+        )
+        self._wait(self.children[0], f"{self.api_url}/healthz")
+        self._wait(self.children[1], f"{self.model_url}/models")
+        return key
+
+    def _spawn(self, name: str, argv: list[str], log_path: Path, env: dict[str, str]) -> None:
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.children.append(_Child(name, proc, log_path))
+
+    def _wait(self, child: _Child, url: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if child.proc.poll() is not None:
+                raise PlatformError(
+                    f"The {child.name} exited with code {child.proc.returncode} while starting; "
+                    f"see {child.log_path}:\n{child.output_tail()}"
+                )
+            try:
+                if httpx.get(url, timeout=2.0).status_code < 500:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise PlatformError(
+            f"The {child.name} did not answer within {timeout:.0f}s; see {child.log_path}."
+        )
+
+    def submit(self, key: str) -> str:
+        """Queue the hosted evaluation; returns its id."""
+        client = remote.connect(self.api_url, key)
+        try:
+            return remote.submit(
+                client,
+                environment=self.options.environment,
+                model="demo",
+                eval_config={
+                    "num_examples": self.options.num_examples,
+                    "rollouts_per_example": self.options.rollouts,
+                    "api_base_url": self.model_url,
+                    "timeout_minutes": 10,
+                },
+                name=f"quickstart-{self.options.environment}-{time.strftime('%Y%m%d-%H%M%S')}",
+            )[0]
+        finally:
+            client.close()
+
+    def follow(
+        self,
+        key: str,
+        evaluation_id: str,
+        *,
+        on_logs: Callable[[str], None],
+        on_status: Callable[[dict[str, Any]], None],
+    ) -> dict[str, Any]:
+        """Stream the evaluation's logs and status until it ends; returns the final record."""
+        client = remote.connect(self.api_url, key)
+        try:
+            return remote.follow(
+                client, evaluation_id, on_logs=on_logs, on_status=on_status, poll_seconds=0.5
+            )
+        finally:
+            client.close()
+
+    def alive(self) -> bool:
+        """Whether the server and the demo model still run."""
+        return all(child.proc.poll() is None for child in self.children)
+
+    def stop(self) -> None:
+        """Stop the demo model and the server (SIGTERM, then SIGKILL)."""
+        for child in reversed(self.children):
+            child.stop()
+
+
+def _require_free(port: int, flag: str) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise ConfigError(
+                f"Port {port} on 127.0.0.1 is in use (another quickstart?); stop it or pass "
+                f"{flag} with a free port."
+            ) from None
+
+
+def ensure_admin_key(data_dir: Path) -> str:
+    """The admin key stored in `<data_dir>/config.toml`, created in the database if needed."""
+    from proctor.server import migrations
+    from proctor.server.auth import service as auth
+    from proctor.server.db.session import Database
+    from proctor.server.errors import Unauthenticated
+
+    stored = read_client_config(data_dir / "config.toml").get("api_key")
+    db = Database(sqlite_url(data_dir))
+    try:
+        migrations.upgrade(db.write_engine)
+        with db.write() as session:
+            if isinstance(stored, str) and stored:
+                try:
+                    if auth.authenticate(session, stored).is_admin:
+                        return stored
+                except Unauthenticated:
+                    pass
+            created = auth.create_key(session, name="quickstart", user_name="admin", is_admin=True)
+            return created.secret
+    finally:
+        db.dispose()
+
+
+def sqlite_url(data_dir: Path) -> str:
+    """The quickstart's database: always the SQLite file in the data dir."""
+    return f"sqlite:///{data_dir / 'proctor.db'}"
+
+
+def read_client_config(path: Path) -> dict[str, Any]:
+    """The client config file's keys (empty when missing)."""
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path} is not valid TOML ({e}); fix or delete the file.") from e
+
+
+def write_client_config(path: Path, *, api_url: str, api_key: str) -> None:
+    """Set `api_url` and `api_key` in the client config file, keeping its other keys."""
+    data = read_client_config(path)
+    data.update(api_url=api_url, api_key=api_key)
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if _toml_value(v) is not None]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.chmod(0o600)  # it holds an admin key
+    tmp.replace(path)
+
+
+def _toml_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return None  # nested tables are not part of the client config

@@ -1,0 +1,129 @@
+"""Client side of hosted evaluations: submit, follow (status + live logs), cancel, list.
+
+Talks HTTP to the platform named by `PROCTOR_API_URL` with `PROCTOR_API_KEY` (or
+`~/.proctor/config.toml`), through the runs SDK's `PlatformClient`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from proctor.errors import ConfigError
+from proctor.runs import PlatformClient, PlatformUnreachable, RetryableAPIError, load_settings
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+"""Statuses an evaluation never leaves."""
+
+
+def connect(api_url: str | None = None, api_key: str | None = None) -> PlatformClient:
+    """A client for the configured platform.
+
+    Raises:
+        ConfigError: no API key is configured.
+    """
+    settings = load_settings(api_url=api_url, api_key=api_key)
+    if settings.api_key is None:
+        raise ConfigError(
+            "No API key: set PROCTOR_API_KEY (or api_key in ~/.proctor/config.toml); "
+            "`proctor quickstart` writes one for its local server."
+        )
+    return PlatformClient(settings.api_url, settings.api_key.get_secret_value())
+
+
+def submit(
+    client: PlatformClient,
+    *,
+    environment: str,
+    model: str,
+    eval_config: dict[str, Any],
+    name: str | None = None,
+    team_id: str | None = None,
+) -> list[str]:
+    """Create a hosted evaluation; returns the new evaluation ids."""
+    body: dict[str, Any] = {
+        "environment_ids": [environment],
+        "inference_model": model,
+        "eval_config": eval_config,
+    }
+    if name:
+        body["name"] = name
+    if team_id:
+        body["team_id"] = team_id
+    answer = client.call("POST", "/hosted-evaluations", json_body=body, replayable=False)
+    return list(answer.get("evaluation_ids") or [answer["evaluation_id"]])
+
+
+def get(client: PlatformClient, evaluation_id: str) -> dict[str, Any]:
+    """The evaluation's record."""
+    return client.call("GET", f"/evaluations/{evaluation_id}")
+
+
+def logs(client: PlatformClient, evaluation_id: str) -> str:
+    """The sandbox's output so far."""
+    return str(client.call("GET", f"/hosted-evaluations/{evaluation_id}/logs").get("logs") or "")
+
+
+def cancel(client: PlatformClient, evaluation_id: str) -> str:
+    """Cancel a hosted evaluation; returns the platform's message."""
+    answer = client.call("PATCH", f"/hosted-evaluations/{evaluation_id}/cancel", replayable=False)
+    return str(answer.get("message") or f"Evaluation {evaluation_id} cancelled.")
+
+
+def list_evaluations(client: PlatformClient, *, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest evaluations visible to the key."""
+    answer = client.call("GET", f"/evaluations/?skip=0&limit={limit}")
+    return list(answer.get("evaluations") or [])
+
+
+def new_text(printed: str, current: str) -> str:
+    """What `current` (the whole log so far, or its tail) adds to what was already printed."""
+    if current.startswith(printed):
+        return current[len(printed) :]
+    # The log was cut to its tail: find where the printed text's end sits in it.
+    for size in (4096, 1024, 256, 64):
+        anchor = printed[-size:]
+        if len(anchor) == size and (at := current.rfind(anchor)) >= 0:
+            return current[at + size :]
+    return current
+
+
+def follow(
+    client: PlatformClient,
+    evaluation_id: str,
+    *,
+    on_logs: Callable[[str], None],
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+    poll_seconds: float = 1.0,
+) -> dict[str, Any]:
+    """Stream the sandbox's logs and status changes until the evaluation ends.
+
+    Returns:
+        The final record (terminal status).
+    """
+    printed = ""
+    last_status = None
+    while True:
+        try:
+            record = get(client, evaluation_id)
+            if record.get("status") != last_status:
+                last_status = record.get("status")
+                if on_status is not None:
+                    on_status(record)
+            text = logs(client, evaluation_id)
+        except (PlatformUnreachable, RetryableAPIError):
+            # An outage of the platform pauses following; it does not end it.
+            time.sleep(poll_seconds)
+            continue
+        added = new_text(printed, text)
+        if added:
+            on_logs(added)
+            printed = text
+        if record.get("status") in TERMINAL:
+            # The record can turn terminal before the last lines were read: one more look.
+            added = new_text(printed, logs(client, evaluation_id))
+            if added:
+                on_logs(added)
+            return record
+        time.sleep(poll_seconds)
