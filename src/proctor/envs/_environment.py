@@ -85,7 +85,14 @@ class Environment:
     async def rollout(
         self, task: Task, client: ChatClient, *, episode_id: str, rollout_number: int
     ) -> Episode:
-        """Run one task against the model and score it; never raises except on cancellation."""
+        """Run one task against the model and score it; never raises except on cancellation.
+
+        A model failure (`ModelError`) ends the conversation with stop condition
+        `model_error` and `error = {"type", "message", "status_code"?}`; a bug in the driver
+        with `env_error`. Such an episode is not scored: every reward and metric is None and
+        `reward` is 0.0. A scoring function that raises scores None and sets `error` with
+        `stage: "scoring"` on an otherwise complete episode.
+        """
         start = time.time()
         t0 = time.perf_counter()
         episode = Episode(
