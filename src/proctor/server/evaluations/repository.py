@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import String, cast, func, or_, select, true
+from sqlalchemy import Integer, String, case, cast, func, or_, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -56,6 +56,8 @@ def list_visible(
     environment_name: str | None = None,
     suite_id: str | None = None,
     status: str | None = None,
+    model_name: str | None = None,
+    is_hosted: bool | None = None,
 ) -> tuple[list[Evaluation], int]:
     """A page of visible evaluations, newest first, and the total matching."""
     conditions: list[ColumnElement[bool]] = [visible_to(principal)]
@@ -68,6 +70,10 @@ def list_visible(
         conditions.append(Evaluation.suite_id == suite_id)
     if status:
         conditions.append(Evaluation.status == status)
+    if model_name:
+        conditions.append(Evaluation.model_name == model_name)
+    if is_hosted is not None:
+        conditions.append(Evaluation.is_hosted.is_(is_hosted))
     total = session.scalar(select(func.count()).select_from(Evaluation).where(*conditions)) or 0
     rows = session.scalars(
         select(Evaluation)
@@ -132,3 +138,116 @@ def all_samples(session: Session, evaluation_id: str) -> Iterable[Sample]:
     return session.scalars(
         select(Sample).where(Sample.evaluation_id == evaluation_id).order_by(Sample.seq)
     )
+
+
+# Dashboard queries: each reads one evaluation's samples with a single statement, so a page
+# never loads samples it does not show.
+
+SampleOrder = Literal["seq", "reward_desc", "reward_asc"]
+
+
+def get_sample(session: Session, evaluation_id: str, sample_id: str) -> Sample | None:
+    """The sample with this `sample_id` in the evaluation, or None."""
+    return session.scalar(
+        select(Sample).where(Sample.evaluation_id == evaluation_id, Sample.sample_id == sample_id)
+    )
+
+
+def sample_rows(
+    session: Session,
+    evaluation_id: str,
+    *,
+    limit: int,
+    offset: int = 0,
+    order: SampleOrder = "seq",
+    errored: bool | None = None,
+    example_id: int | None = None,
+) -> list[Sample]:
+    """Samples of an evaluation, filtered and ordered, `limit` from `offset`.
+
+    Unfiltered in `seq` order this is a range on `(evaluation_id, seq)`, not an OFFSET scan.
+    """
+    conditions: list[ColumnElement[bool]] = [Sample.evaluation_id == evaluation_id]
+    if errored is not None:
+        conditions.append(Sample.has_error.is_(errored))
+    if example_id is not None:
+        conditions.append(Sample.example_id == example_id)
+    query = select(Sample).where(*conditions)
+    if order == "seq" and errored is None and example_id is None:
+        query = query.where(Sample.seq > offset, Sample.seq <= offset + limit)
+        return list(session.scalars(query.order_by(Sample.seq)))
+    if order == "reward_desc":
+        query = query.order_by(Sample.reward.desc().nulls_last(), Sample.seq)
+    elif order == "reward_asc":
+        query = query.order_by(Sample.reward.asc().nulls_last(), Sample.seq)
+    else:
+        query = query.order_by(Sample.seq)
+    return list(session.scalars(query.offset(offset).limit(limit)))
+
+
+def reward_histogram(
+    session: Session, evaluation_id: str, *, low: float, width: float
+) -> list[tuple[int, int]]:
+    """`(bucket, count)` of finite rewards, bucket = floor((reward - low) / width)."""
+    scaled = (Sample.reward - low) / width
+    dialect = session.get_bind().dialect.name
+    # PostgreSQL's CAST rounds; SQLite's truncates, which is floor for the non-negative values.
+    bucket = func.floor(scaled) if dialect == "postgresql" else cast(scaled, Integer)
+    rows = session.execute(
+        select(bucket.label("bucket"), func.count())
+        .where(Sample.evaluation_id == evaluation_id, Sample.reward.is_not(None))
+        .group_by("bucket")
+    )
+    return [(int(b), int(n)) for b, n in rows if b is not None]
+
+
+def count_errored(session: Session, evaluation_id: str) -> int:
+    """How many of the evaluation's samples carry an error."""
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Sample)
+            .where(Sample.evaluation_id == evaluation_id, Sample.has_error.is_(True))
+        )
+        or 0
+    )
+
+
+def example_stats(
+    session: Session, evaluation_id: str, *, threshold: float
+) -> list[tuple[int, int, float, int]]:
+    """Per example: `(example_id, rollouts with a reward, reward sum, rollouts >= threshold)`."""
+    passed = func.sum(case((Sample.reward >= threshold, 1), else_=0))
+    rows = session.execute(
+        select(Sample.example_id, func.count(Sample.reward), func.sum(Sample.reward), passed)
+        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
+        .group_by(Sample.example_id)
+        .order_by(Sample.example_id)
+    )
+    return [(int(e), int(n), float(s or 0.0), int(p or 0)) for e, n, s, p in rows]
+
+
+def example_means(
+    session: Session, evaluation_ids: Sequence[str], *, offset: int, limit: int
+) -> list[tuple[int, str, float | None, int]]:
+    """Mean reward per `(example_id, evaluation_id)` for a page of examples (by id).
+
+    The page is over the example ids any of the evaluations has; returns
+    `(example_id, evaluation_id, mean reward, rollouts)`.
+    """
+    page = (
+        select(Sample.example_id)
+        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.is_not(None))
+        .group_by(Sample.example_id)
+        .order_by(Sample.example_id)
+        .offset(offset)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    rows = session.execute(
+        select(Sample.example_id, Sample.evaluation_id, func.avg(Sample.reward), func.count())
+        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.in_(page))
+        .group_by(Sample.example_id, Sample.evaluation_id)
+        .order_by(Sample.example_id)
+    )
+    return [(int(e), str(ev), None if m is None else float(m), int(n)) for e, ev, m, n in rows]

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
-from proctor.server.db.models import Evaluation
+from proctor.server.db.models import Evaluation, Sample
 from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
 from proctor.server.errors import Conflict, Forbidden, InvalidInput, NotVisible
@@ -161,6 +161,8 @@ def list_evaluations(
     environment_name: str | None = None,
     suite_id: str | None = None,
     status: str | None = None,
+    model_name: str | None = None,
+    is_hosted: bool | None = None,
 ) -> tuple[list[Evaluation], int]:
     """A page of the evaluations the principal sees, newest first, and the total."""
     principal.require_unscoped()
@@ -174,6 +176,8 @@ def list_evaluations(
         environment_name=environment_name,
         suite_id=suite_id,
         status=status,
+        model_name=model_name,
+        is_hosted=is_hosted,
     )
 
 
@@ -322,3 +326,75 @@ def complete_pending_statistics(db: Database) -> int:
     with db.read() as session:
         ids = repository.ids_with_status(session, "PROCESSING")
     return sum(complete_statistics(db, evaluation_id) for evaluation_id in ids)
+
+
+# Dashboard reads: each checks visibility like the API, then runs one repository query.
+
+
+def get_sample(
+    session: Session, principal: Principal, evaluation_id: str, sample_id: str
+) -> tuple[Evaluation, Sample]:
+    """The evaluation and one of its samples, if the principal may read them.
+
+    Raises:
+        NotVisible: The evaluation is not visible to this key, or has no such sample.
+    """
+    evaluation = get_visible(session, principal, evaluation_id)
+    sample = repository.get_sample(session, evaluation_id, sample_id)
+    if sample is None:
+        raise NotVisible(
+            f"Evaluation {evaluation_id} has no sample {sample_id!r}; check the sample id."
+        )
+    return evaluation, sample
+
+
+def list_sample_rows(
+    session: Session,
+    principal: Principal,
+    evaluation_id: str,
+    *,
+    limit: int,
+    offset: int = 0,
+    order: repository.SampleOrder = "seq",
+    errored: bool | None = None,
+    example_id: int | None = None,
+) -> list[Sample]:
+    """A filtered, ordered slice of a visible evaluation's samples (rows, not raw JSON)."""
+    get_visible(session, principal, evaluation_id)
+    return repository.sample_rows(
+        session,
+        evaluation_id,
+        limit=limit,
+        offset=offset,
+        order=order,
+        errored=errored,
+        example_id=example_id,
+    )
+
+
+def reward_histogram(
+    session: Session, evaluation: Evaluation, *, low: float, width: float
+) -> list[tuple[int, int]]:
+    """`(bucket, count)` of the rewards of an evaluation already checked visible."""
+    return repository.reward_histogram(session, evaluation.id, low=low, width=width)
+
+
+def count_errored(session: Session, evaluation: Evaluation) -> int:
+    """How many samples of an evaluation already checked visible errored."""
+    return repository.count_errored(session, evaluation.id)
+
+
+def example_stats(
+    session: Session, evaluation: Evaluation, *, threshold: float
+) -> list[tuple[int, int, float, int]]:
+    """Per-example rollout counts, reward sums and passes (reward >= `threshold`)."""
+    return repository.example_stats(session, evaluation.id, threshold=threshold)
+
+
+def example_means(
+    session: Session, evaluations: list[Evaluation], *, offset: int, limit: int
+) -> list[tuple[int, str, float | None, int]]:
+    """Mean reward per example and evaluation, for a page of example ids."""
+    return repository.example_means(
+        session, [e.id for e in evaluations], offset=offset, limit=limit
+    )
