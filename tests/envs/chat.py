@@ -55,14 +55,19 @@ class HangingClient:
 class OpenAIAdapter:
     """The minimal `ChatClient` over `openai.AsyncOpenAI` (no retries: errors surface)."""
 
-    def __init__(self, base_url: str, *, model: str = "demo") -> None:
+    def __init__(
+        self, base_url: str, *, model: str = "demo", temperature: float | None = None
+    ) -> None:
         self.model = model
+        self.temperature = temperature
         self._client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
 
     async def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
     ) -> Completion:
         extra: dict[str, Any] = {"tools": tools} if tools else {}
+        if self.temperature is not None:
+            extra["temperature"] = self.temperature
         try:
             response = await self._client.chat.completions.create(
                 model=self.model, messages=messages, **extra

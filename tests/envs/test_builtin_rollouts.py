@@ -77,7 +77,17 @@ async def test_tool_calc_calls_the_calculator(client: OpenAIAdapter) -> None:
         assert episode.metrics["tool_calls"] == 1 and episode.metrics["tool_errors"] == 0
 
 
-async def test_reruns_are_reproducible(client: OpenAIAdapter) -> None:
-    first = [e.reward for e in await _rollouts("alphabet-sort", client, 10)]
-    again = [e.reward for e in await _rollouts("alphabet-sort", client, 10)]
+async def test_greedy_reruns_are_reproducible(demo_model: str) -> None:
+    greedy = OpenAIAdapter(demo_model, temperature=0)
+    first = [e.reward for e in await _rollouts("alphabet-sort", greedy, 10)]
+    again = [e.reward for e in await _rollouts("alphabet-sort", greedy, 10)]
     assert first == again
+
+
+async def test_sampled_rollouts_of_one_task_differ(client: OpenAIAdapter) -> None:
+    env = load_environment("reverse-text")
+    task = env.taskset.select(1)[0]
+    episodes = [
+        await env.rollout(task, client, episode_id=f"r{i}", rollout_number=i) for i in range(1, 13)
+    ]
+    assert len({e.messages[-1]["content"] for e in episodes}) > 1

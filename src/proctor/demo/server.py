@@ -2,8 +2,10 @@
 
 Lean by design (aiohttp on uvloop, no per-request validation or logging) so that a
 benchmark's hundreds of concurrent rollouts are limited by the engine, not by this stand-in.
-Replies are seeded from `--seed` and the request body, so reruns give the same answers;
-injected errors draw from their own seeded stream, so a retried request can succeed.
+Replies are seeded from `--seed`, the request body and how often this server has seen that
+body: like a sampled model, the rollouts of one task get different answers, yet a fresh server
+replays a run exactly. At `temperature: 0` the body alone decides (greedy, fully
+reproducible). Injected errors draw from their own seeded stream, so a retry can succeed.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class DemoModel:
         self._latency_s = config.latency_ms / 1000.0
         self._errors = random.Random(f"demo-errors:{config.seed}")
         self._ids = itertools.count(1)
+        self._times_seen: dict[int, int] = {}
 
     def app(self) -> web.Application:
         """The aiohttp application serving `/v1`."""
@@ -81,6 +84,17 @@ class DemoModel:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.models)
         return app
+
+    def _reply_seed(self, body: bytes, temperature: Any) -> int:
+        digest = zlib.crc32(body)
+        seed = (self.config.seed << 32) ^ digest
+        if temperature == 0:
+            return seed
+        if len(self._times_seen) > 1_000_000:  # bound memory on very long-lived servers
+            self._times_seen.clear()
+        seen = self._times_seen.get(digest, 0)
+        self._times_seen[digest] = seen + 1
+        return seed ^ (seen << 40)
 
     async def models(self, request: web.Request) -> web.Response:
         """`GET /v1/models`: the one model this server pretends to be."""
@@ -114,7 +128,7 @@ class DemoModel:
                 400, "The demo model does not stream; send stream=false.", "invalid_request_error"
             )
         tools = payload.get("tools")
-        rng = random.Random((self.config.seed << 32) ^ zlib.crc32(body))
+        rng = random.Random(self._reply_seed(body, payload.get("temperature")))
         message, finish_reason = respond(messages, tools if isinstance(tools, list) else None, rng)
         content = message.get("content") or ""
         max_tokens = payload.get("max_completion_tokens") or payload.get("max_tokens")
