@@ -1,0 +1,505 @@
+"""The unmodified public clients (prime-evals 0.2.4, prime-runs 0.1.4) against a real server.
+
+Each client runs in its own subprocess, configured only the way a user would configure it:
+`PRIME_API_BASE_URL` / `PRIME_TRACES_URL` point at a `proctor server` on loopback,
+`PRIME_API_KEY` holds a key, and `HOME` is a temp dir so no `~/.prime/config.json` leaks in.
+The script prints one JSON line; the test then checks what the server stored, through its
+HTTP API and directly in its database. Runs on SQLite and, with
+`PROCTOR_TEST_POSTGRES_URL`, on PostgreSQL (the `db_url` fixture of this package).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from proctor.server.auth import service as auth
+from proctor.server.db.session import Database
+from proctor.server.settings import Settings
+from tests.conftest import Platform, start_platform
+
+pytestmark = pytest.mark.e2e
+
+# Key order, unicode, floats that re-serialise differently (1.0, 1e-07, 0.1+0.2) and a big
+# integer: any decode/re-encode on the server would change these bytes.
+METADATA = {
+    "zeta": 1,
+    "alpha": {"b": [1.0, 2.50, 1e-07, 0.30000000000000004], "a": None},
+    "model": "demo/scripted",
+    "unicode": "na\u00efve \u2013 \u6a21\u578b \u2713",
+    "num_examples": 3,
+    "rollouts_per_example": 2,
+    "big": 12345678901234567890,
+    "empty": {},
+}
+
+
+def _compact(value: Any) -> str:
+    """JSON exactly as both clients encode bodies (httpx and prime-runs agree)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@pytest.fixture
+def server(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+    """A `proctor server` process on the parametrised database."""
+    data_dir = tmp_path / "platform"
+    data_dir.mkdir()
+    platform = start_platform(data_dir, database_url=db_url)
+    yield platform
+    platform.process.stop()
+
+
+def _settings(platform: Platform) -> Settings:
+    return Settings(
+        PROCTOR_DATABASE_URL=platform.database_url,  # type: ignore[call-arg]
+        data_dir=platform.data_dir,
+    )
+
+
+def _stored_rows(platform: Platform, evaluation_id: str) -> tuple[int, int]:
+    """(rows, distinct sample ids) of an evaluation, read from the database itself."""
+    engine = create_engine(_settings(platform).resolved_database_url())
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(
+                text(
+                    "SELECT count(*), count(DISTINCT sample_id) FROM samples "
+                    "WHERE evaluation_id = :id"
+                ),
+                {"id": evaluation_id},
+            ).one()
+    finally:
+        engine.dispose()
+    return int(row[0]), int(row[1])
+
+
+def _scoped_key(platform: Platform, evaluation_id: str, owner_id: str) -> str:
+    """A key that may read and write one evaluation only, minted as the hosted launcher does."""
+    db = Database(_settings(platform).resolved_database_url())
+    try:
+        with db.write() as session:
+            return auth.mint_scoped_key(session, evaluation_id, owner_id)
+    finally:
+        db.dispose()
+
+
+def _run_client(
+    platform: Platform, tmp_path: Path, script: str, args: dict[str, Any], key: str | None = None
+) -> dict[str, Any]:
+    """Run `script` in a fresh interpreter configured for `platform`; return its JSON line."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    script_path = tmp_path / "client.py"
+    script_path.write_text(textwrap.dedent(script))
+    args_path = tmp_path / "args.json"
+    args_path.write_text(json.dumps(args))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PRIME_", "PROCTOR_")) and "PROXY" not in k.upper()
+    }
+    env.update(
+        HOME=str(home),
+        PRIME_API_BASE_URL=platform.url,
+        PRIME_TRACES_URL=platform.url,
+        PRIME_API_KEY=key or platform.api_key,
+        PRIME_DISABLE_VERSION_CHECK="1",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script_path), str(args_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"client failed:\n{done.stdout}\n{done.stderr}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _wait_completed(client: httpx.Client, evaluation_id: str) -> httpx.Response:
+    deadline = time.monotonic() + 20
+    while True:
+        response = client.get(f"/evaluations/{evaluation_id}")
+        assert response.status_code == 200, response.text
+        if response.json()["status"] == "COMPLETED" or time.monotonic() > deadline:
+            return response
+        time.sleep(0.05)
+
+
+def _assert_metadata_verbatim(response: httpx.Response, metadata: dict[str, Any]) -> None:
+    assert f'"metadata":{_compact(metadata)}' in response.text
+
+
+# --- prime-evals -------------------------------------------------------------------------
+
+PRIME_EVALS_SCRIPT = """
+    import json, sys, time
+    from prime_evals import APIClient, EvalsClient
+
+    args = json.load(open(sys.argv[1]))
+    evals = EvalsClient(APIClient())
+    created = evals.create_evaluation(
+        name="compat-evals",
+        environments=["alphabet-sort"],
+        model_name="demo/scripted",
+        dataset="alphabet-sort",
+        framework="verifiers",
+        tags=["compat", "pe"],
+        metadata=args["metadata"],
+    )
+    eid = created["evaluation_id"]
+    # A small payload cap forces many batches, uploaded by 4 threads at once.
+    pushed = evals.push_samples(eid, args["samples"], max_payload_bytes=4000)
+    # A replay of everything (a client retry after lost responses) must store nothing new.
+    replayed = evals.push_samples(eid, args["samples"][:40], max_payload_bytes=4000)
+    finalized = evals.finalize_evaluation(eid, metrics=args["metrics"])
+    deadline = time.monotonic() + 20
+    record = evals.get_evaluation(eid)
+    while record["status"] != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        record = evals.get_evaluation(eid)
+    pages = [evals.get_samples(eid, page=p, limit=50) for p in (1, 2, 3, 4)]
+    listed = evals.list_evaluations(env_name="alphabet-sort", limit=10)
+    print(json.dumps({
+        "created": created, "pushed": pushed, "replayed": replayed, "finalized": finalized,
+        "record": record, "pages": pages, "listed": listed,
+    }))
+"""
+
+
+def _pe_samples(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "sample_id": f"s-{i:04d}",
+            "example_id": i // 2,
+            "rollout_number": i % 2 + 1,
+            "task": {"idx": i // 2, "text": "sort: pear apple fig"},
+            "prompt": [{"role": "user", "content": "sort: pear apple fig"}],
+            "completion": [{"role": "assistant", "content": f"apple fig pear \u2013 {i}"}],
+            "answer": "apple fig pear",
+            "reward": (i % 5) / 4,
+            "alphabet_sort": (i % 5) / 4,
+            "metrics": {"num_turns": 1.0},
+            "timing": {"start": 1.5, "total_ms": 12.25},
+            "token_usage": {"prompt_tokens": 10, "completion_tokens": 4},
+            "is_completed": True,
+            "is_truncated": False,
+            "error": None,
+            "info": {"k": [1, 2.0, "ü"]},
+            "unknown_extra_key": {"kept": True},
+        }
+        for i in range(count)
+    ]
+
+
+def test_prime_evals_create_push_finalize_read(server: Platform, tmp_path: Path) -> None:
+    samples = _pe_samples(150)
+    metrics = {"avg_reward": 0.5, "avg_metrics": {"alphabet_sort": 0.5}, "avg_error": 0.0}
+    out = _run_client(
+        server,
+        tmp_path,
+        PRIME_EVALS_SCRIPT,
+        {"metadata": METADATA, "samples": samples, "metrics": metrics},
+    )
+    eid = out["created"]["evaluation_id"]
+    assert out["created"]["viewer_url"].endswith(eid)
+    assert out["pushed"] == {"samples_pushed": 150, "samples_skipped": 0}
+    assert out["replayed"] == {"samples_pushed": 40, "samples_skipped": 0}
+    assert out["finalized"]["status"] in {"PROCESSING", "COMPLETED"}
+
+    record = out["record"]
+    rewards = [s["reward"] for s in samples]
+    assert record["status"] == "COMPLETED"
+    assert record["total_samples"] == 150
+    assert record["avg_score"] == pytest.approx(sum(rewards) / len(rewards))
+    assert (record["min_score"], record["max_score"]) == (0.0, 1.0)
+    assert record["metrics"] == metrics
+    assert record["metadata"] == METADATA
+    assert record["environment_names"] == ["alphabet-sort"]
+    assert record["tags"] == ["compat", "pe"]
+
+    # Concurrent batches land in any order, so pages are compared as a set; each stored
+    # sample must be exactly the JSON text the client sent.
+    pages = out["pages"]
+    assert [len(p["samples"]) for p in pages] == [50, 50, 50, 0]
+    assert [p["has_more"] for p in pages] == [True, True, False, False]
+    assert all(p["total"] == 150 for p in pages)
+    got = {s["sample_id"]: s for p in pages for s in p["samples"]}
+    assert got == {s["sample_id"]: s for s in samples}
+
+    listed = out["listed"]
+    assert listed["total"] == 1
+    assert listed["evaluations"][0]["evaluation_id"] == eid
+    assert listed["evaluations"][0]["metadata"]["rollouts_per_example"] == 2
+
+    with server.client() as client:
+        response = _wait_completed(client, eid)
+        _assert_metadata_verbatim(response, METADATA)
+        raw_page = client.get(f"/evaluations/{eid}/samples", params={"page": 1, "limit": 150})
+    sent_text = {_compact(s) for s in samples}
+    stored = json.loads(raw_page.text)["samples"]
+    assert {_compact(s) for s in stored} == sent_text
+    assert all(_compact(s) in raw_page.text for s in samples)
+    assert _stored_rows(server, eid) == (150, 150)
+
+
+# --- prime-runs --------------------------------------------------------------------------
+
+# Duck-typed verifiers episodes: prime-runs projects them to samples (§6.2) itself and
+# uploads them as episode lines to /traces first (§7), where the server answers 403
+# `service_not_enabled` so the same records fall back to /evaluations/{id}/samples.
+PRIME_RUNS_SCRIPT = """
+    import json, logging, math, sys
+    from dataclasses import dataclass, field
+    from typing import Any, Optional
+
+    from pydantic import BaseModel
+    import prime_runs
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    args = json.load(open(sys.argv[1]))
+
+    class TaskData(BaseModel):
+        idx: int
+        letters: list[str]
+
+    class Message(BaseModel):
+        role: str
+        content: str
+
+    class Timing(BaseModel):
+        start: float
+        total: Optional[float] = None
+
+    class Usage(BaseModel):
+        prompt_tokens: int
+        completion_tokens: int
+
+    class Error(BaseModel):
+        type: str
+        message: str
+
+    @dataclass
+    class Agent:
+        name: str = "agent"
+        trainable: bool = True
+
+    @dataclass
+    class Task:
+        data: TaskData
+
+    @dataclass
+    class Branch:
+        messages: list
+        num_input_tokens: int = 10
+        num_output_tokens: int = 4
+
+    @dataclass
+    class Reward:
+        score: float
+        weight: float = 1.0
+
+    @dataclass
+    class Trace:
+        id: str
+        task: Task
+        branches: list
+        reward: float
+        rewards: dict
+        metrics: dict
+        last_error: Optional[Error] = None
+        agent: Agent = field(default_factory=Agent)
+        tools: Optional[list] = None
+        timing: Timing = field(default_factory=lambda: Timing(start=1.0, total=0.25))
+        is_completed: bool = True
+        is_truncated: bool = False
+        stop_condition: Optional[str] = "agent_completed"
+        usage: Optional[Usage] = field(
+            default_factory=lambda: Usage(prompt_tokens=10, completion_tokens=4)
+        )
+        info: dict = field(default_factory=dict)
+
+        def to_record(self) -> dict:
+            return {"id": self.id, "task": {"data": self.task.data.model_dump()},
+                    "reward": self.reward, "rewards": {n: r.score for n, r in self.rewards.items()}}
+
+    @dataclass
+    class Episode:
+        id: str
+        traces: list
+        ok: bool = True
+
+        def to_record(self) -> dict:
+            return {"id": self.id, "ok": self.ok, "run": {"id": "local-run", "name": "local"},
+                    "traces": [t.to_record() for t in self.traces]}
+
+    def episode(spec: dict) -> Episode:
+        idx, score = spec["idx"], spec["score"]
+        messages = [Message(role="user", content="sort b a"),
+                    Message(role="assistant", content=spec["answer"])]
+        error = Error(type="ModelError", message="boom") if spec.get("error") else None
+        trace = Trace(
+            id=spec["id"] + "-t0",
+            task=Task(TaskData(idx=idx, letters=["b", "a"])),
+            branches=[Branch(messages=messages)],
+            reward=score,
+            rewards={"alphabet_sort": Reward(score)},
+            metrics={"num_turns": 1.0, "odd": float("nan")},
+            last_error=error,
+        )
+        return Episode(id=spec["id"], traces=[trace], ok=error is None)
+
+    episodes = [episode(s) for s in args["episodes"]]
+    kwargs = dict(args["init"])
+    run = prime_runs.init(on_error="raise", finish_timeout=60, **kwargs)
+    half = len(episodes) // 2
+    run.log_episodes(episodes[:half])
+    run.log_episodes(episodes[half:])
+    summary = prime_runs.metrics.from_episodes(episodes)
+    run.finish(summary=summary)
+    print(json.dumps({
+        "id": run.id, "attached": run.attached, "status": run.status.value,
+        "failed": run.failed_records, "dropped": run.dropped_records, "errors": run.errors,
+        "summary": summary,
+    }))
+"""
+
+
+def _episodes(prefix: str) -> list[dict[str, Any]]:
+    specs = []
+    for i in range(6):
+        specs.append(
+            {
+                "id": f"{prefix}-ep-{i}",
+                "idx": i // 2,
+                "score": [1.0, 0.5, 0.0, 1.0, 0.25, 0.75][i],
+                "answer": "a b",
+                "error": i == 5,
+            }
+        )
+    return specs
+
+
+def _check_runs_samples(client: httpx.Client, eid: str, specs: list[dict[str, Any]]) -> None:
+    page = client.get(f"/evaluations/{eid}/samples", params={"limit": 100}).json()
+    assert page["total"] == len(specs)
+    by_id = {s["sample_id"]: s for s in page["samples"]}
+    assert set(by_id) == {s["id"] for s in specs}
+    for spec in specs:
+        sample = by_id[spec["id"]]
+        assert sample["episode_id"] == spec["id"]
+        assert sample["example_id"] == spec["idx"]
+        assert sample["rollout_number"] == int(spec["id"].rsplit("-", 1)[1]) % 2 + 1
+        assert sample["reward"] == spec["score"]
+        assert sample["alphabet_sort"] == spec["score"]
+        assert sample["metrics"] == {"num_turns": 1.0, "odd": None}  # NaN arrives as null
+        assert sample["task"] == {"idx": spec["idx"], "letters": ["b", "a"]}
+        assert sample["completion"][-1] == {"role": "assistant", "content": "a b"}
+        assert sample["info"]["native_wrapper"]["id"] == spec["id"]
+        assert (sample["error"] is not None) == spec["error"]
+
+
+def test_prime_runs_init_log_finish_falls_back_to_samples(server: Platform, tmp_path: Path) -> None:
+    specs = _episodes("created")
+    config = {**METADATA, "sampling": {"temperature": 0.7}}
+    out = _run_client(
+        server,
+        tmp_path,
+        PRIME_RUNS_SCRIPT,
+        {
+            "episodes": specs,
+            "init": {
+                "name": "compat-runs",
+                "environments": ["alphabet-sort"],
+                "model": "demo/scripted",
+                "framework": "verifiers",
+                "tags": ["compat"],
+                "config": config,
+            },
+        },
+    )
+    # Nothing lost: /traces answered service_not_enabled and the fallback took every batch.
+    assert out["failed"] == {} and out["dropped"] == 0 and out["errors"] == []
+    assert out["attached"] is False and out["status"] == "completed"
+    eid = out["id"]
+    scores = [s["score"] for s in specs]
+    with server.client() as client:
+        response = _wait_completed(client, eid)
+        record = response.json()
+        assert record["status"] == "COMPLETED"
+        assert record["name"] == "compat-runs"
+        assert record["model_name"] == "demo/scripted"
+        assert record["environment_names"] == ["alphabet-sort"]
+        assert record["total_samples"] == 6
+        assert record["avg_score"] == pytest.approx(sum(scores) / 6)
+        assert (record["min_score"], record["max_score"]) == (0.0, 1.0)
+        # prime-runs drops non-finite numbers (the NaN metric) from the summary it sends.
+        summary = out["summary"]
+        avg_metrics = {k: v for k, v in summary["avg_metrics"].items() if math.isfinite(v)}
+        assert record["metrics"] == {
+            **summary,
+            "avg_metrics": avg_metrics,
+            "prime_runs": {"traces_episodes_written": 0},
+        }
+        assert record["metrics"]["avg_error"] == pytest.approx(1 / 6)
+        _assert_metadata_verbatim(response, config)
+        _check_runs_samples(client, eid, specs)
+        assert client.get("/evaluations/").json()["total"] == 1
+    assert _stored_rows(server, eid) == (6, 6)
+
+
+@pytest.mark.parametrize("scoped", [False, True], ids=["admin-key", "scoped-key"])
+def test_prime_runs_attach_to_api_created_evaluation(
+    server: Platform, tmp_path: Path, scoped: bool
+) -> None:
+    launcher_metadata = {"launcher": "test", "num_examples": 3, "rollouts_per_example": 2}
+    with server.client() as client:
+        created = client.post(
+            "/evaluations/",
+            json={
+                "name": "launched",
+                "environments": [],
+                "tags": [],
+                "model_name": "demo/scripted",
+                "metadata": launcher_metadata,
+            },
+        )
+        assert created.status_code in (200, 201), created.text
+        eid = created.json()["evaluation_id"]
+        owner_id = client.get(f"/evaluations/{eid}").json()["user_id"]
+    key = _scoped_key(server, eid, owner_id) if scoped else None
+    specs = _episodes("attached")
+    out = _run_client(
+        server,
+        tmp_path,
+        PRIME_RUNS_SCRIPT,
+        {"episodes": specs, "init": {"id": eid, "config": {"ignored": True}}},
+        key=key,
+    )
+    assert out["id"] == eid and out["attached"] is True
+    assert out["failed"] == {} and out["dropped"] == 0 and out["errors"] == []
+    with server.client() as client:
+        response = _wait_completed(client, eid)
+        record = response.json()
+        assert record["status"] == "COMPLETED"
+        assert record["total_samples"] == 6
+        assert record["metrics"]["avg_reward"] == pytest.approx(out["summary"]["avg_reward"])
+        # Attached runs leave the launcher's metadata alone, and open no second evaluation.
+        _assert_metadata_verbatim(response, launcher_metadata)
+        _check_runs_samples(client, eid, specs)
+        assert client.get("/evaluations/").json()["total"] == 1
+    assert _stored_rows(server, eid) == (6, 6)
