@@ -182,8 +182,10 @@ class _Run:
     async def _run_opened(self, platform_run: PlatformRun, client: Any) -> EvalResult:
         config = self.config
         run_info = {"id": platform_run.id, "name": config.run.name}
-        status: RunStatus = "completed"
-        error: str | None = None
+        # Until the rollouts say otherwise: a KeyboardInterrupt or cancellation escaping from
+        # anywhere below must finish the platform run as cancelled, never as completed.
+        status: RunStatus = "cancelled"
+        error: str | None = "interrupted"
         log_handler: logging.Handler | None = None
         try:
             if self.kept is not None:
