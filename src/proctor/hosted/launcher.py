@@ -382,7 +382,7 @@ class Launcher:
                 session, hosted.evaluation_id, status, now, error_message=error
             )
         hosted.ended_at = now
-        hosted.secrets = None
+        repository.drop_secrets(session, hosted.evaluation_id)
         repository.revoke_scoped_keys(session, hosted.evaluation_id, now)
 
 

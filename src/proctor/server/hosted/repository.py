@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import null, select, update
 from sqlalchemy.orm import Session
 
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
@@ -129,6 +129,17 @@ def set_status_if_open(
         .execution_options(synchronize_session=False)
     )
     return bool(getattr(result, "rowcount", 0))
+
+
+def drop_secrets(session: Session, evaluation_id: str) -> None:
+    """Delete a sandbox's secrets (SQL NULL, not a JSON null) once it no longer needs them."""
+    session.flush()
+    session.execute(
+        update(HostedEvaluation)
+        .where(HostedEvaluation.evaluation_id == evaluation_id)
+        .values(secrets=null())
+        .execution_options(synchronize_session=False)
+    )
 
 
 def revoke_scoped_keys(session: Session, evaluation_id: str, now: datetime) -> None:

@@ -91,23 +91,21 @@ def create_hosted(
         evaluation = evaluations.create_evaluation(
             session, principal, payload, status="PENDING", is_hosted=True
         )
-        session.add(
-            HostedEvaluation(
-                evaluation_id=evaluation.id,
-                config={
-                    "environment": env.name,
-                    "model": body.inference_model,
-                    "eval_config": public_config,
-                },
-                secrets={"custom_secrets": config.custom_secrets}
-                if config.custom_secrets
-                else None,
-                backend=settings.sandbox,
-                timeout_minutes=config.timeout_minutes,
-                expected_samples=config.expected_samples,
-                created_at=utcnow(),
-            )
+        hosted = HostedEvaluation(
+            evaluation_id=evaluation.id,
+            config={
+                "environment": env.name,
+                "model": body.inference_model,
+                "eval_config": public_config,
+            },
+            backend=settings.sandbox,
+            timeout_minutes=config.timeout_minutes,
+            expected_samples=config.expected_samples,
+            created_at=utcnow(),
         )
+        if config.custom_secrets:  # left unset otherwise: SQL NULL rather than a JSON null
+            hosted.secrets = {"custom_secrets": config.custom_secrets}
+        session.add(hosted)
         ids.append(evaluation.id)
     session.flush()
     logger.info("queued hosted evaluations %s", ", ".join(ids))
@@ -177,6 +175,6 @@ def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
     if hosted.launcher_id is None:
         # No launcher holds it yet, so none will stop it: close it here.
         hosted.ended_at = now
-        hosted.secrets = None
+        repository.drop_secrets(session, evaluation_id)
     logger.info("cancel requested for hosted evaluation %s", evaluation_id)
     return f"Evaluation {evaluation_id} cancelled; its sandbox is being stopped."

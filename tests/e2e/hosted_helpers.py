@@ -1,0 +1,92 @@
+"""Helpers shared by the hosted end-to-end tests: waiting on statuses, reading launcher rows."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any
+
+import httpx
+import psutil
+from tests.conftest import Platform
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
+def create_hosted(client: httpx.Client, env: str = "alphabet-sort", **eval_config: Any) -> str:
+    """Queue one hosted evaluation against the demo model; returns its id."""
+    body = {"environment_ids": [env], "inference_model": "demo", "eval_config": eval_config}
+    answer = client.post("/hosted-evaluations", json=body)
+    assert answer.status_code == 200, answer.text
+    ids = answer.json()["evaluation_ids"]
+    assert answer.json()["evaluation_id"] == ids[0] and len(ids) == 1
+    return str(ids[0])
+
+
+def wait_status(
+    client: httpx.Client, evaluation_id: str, statuses: tuple[str, ...], timeout: float = 90.0
+) -> dict[str, Any]:
+    """Poll the record until its status is one of `statuses`."""
+    deadline = time.monotonic() + timeout
+    record: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        record = client.get(f"/evaluations/{evaluation_id}").json()
+        if record.get("status") in statuses:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"status stayed {record.get('status')} (wanted {statuses}): {record}")
+
+
+def hosted_row(platform: Platform, evaluation_id: str) -> dict[str, Any]:
+    """The launcher's row for an evaluation, read straight from the SQLite file."""
+    with sqlite3.connect(platform.data_dir / "proctor.db", timeout=30) as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute(
+            "SELECT * FROM hosted_evaluations WHERE evaluation_id = ?", (evaluation_id,)
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+def wait_closed(
+    client: httpx.Client, platform: Platform, evaluation_id: str, timeout: float = 90.0
+) -> dict[str, Any]:
+    """Wait until the launcher has closed the sandbox's row; returns the final record."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if hosted_row(platform, evaluation_id)["ended_at"] is not None:
+            return dict(client.get(f"/evaluations/{evaluation_id}").json())
+        time.sleep(0.1)
+    raise AssertionError(f"the launcher never closed {evaluation_id}")
+
+
+def wait_logs(client: httpx.Client, evaluation_id: str, text: str, timeout: float = 60.0) -> str:
+    """Poll the sandbox's logs until they contain `text`."""
+    deadline = time.monotonic() + timeout
+    logs = ""
+    while time.monotonic() < deadline:
+        logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
+        if text in logs:
+            return str(logs)
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never appeared in the logs:\n{logs}")
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in the process group."""
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def all_command_lines() -> str:
+    """Every process's command line, as `ps` shows them."""
+    lines = []
+    for proc in psutil.process_iter(["cmdline"]):
+        lines.append(" ".join(proc.info["cmdline"] or []))
+    return "\n".join(lines)

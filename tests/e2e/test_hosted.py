@@ -1,0 +1,250 @@
+"""Hosted evaluations end to end: a real server whose launcher runs `proctor eval` sandboxes
+against the demo model, driven over HTTP and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.e2e.hosted_helpers import (
+    all_command_lines,
+    create_hosted,
+    group_alive,
+    hosted_row,
+    wait_closed,
+    wait_logs,
+    wait_status,
+)
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+
+LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A demo model that waits 300 ms before each answer, so runs last a few seconds."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
+    args = [
+        *PROCTOR,
+        "demo-model",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--latency-ms",
+        "300",
+    ]
+    proc = ManagedProcess(args, log).start()
+    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def hosted_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """One platform for the tests that do not restart it."""
+    plat = start_platform(tmp_path_factory.mktemp("hosted-platform"), extra_env=LAUNCHER_ENV)
+    yield plat
+    plat.process.stop()
+
+
+def test_hosted_run_completes_with_all_samples_and_intact_metadata(
+    hosted_platform: Platform, demo_model: str
+) -> None:
+    client = hosted_platform.client()
+    before = client.get("/evaluations/", params={"limit": 500}).json()["total"]
+    evaluation_id = create_hosted(
+        client,
+        num_examples=5,
+        rollouts_per_example=2,
+        api_base_url=demo_model,
+        sampling_args={"temperature": 0.5},
+    )
+    pending = client.get(f"/evaluations/{evaluation_id}").json()
+    assert pending["is_hosted"] is True
+    assert pending["metadata"] == {
+        "launcher": "proctor",
+        "environment": "alphabet-sort",
+        "inference_model": "demo",
+        "num_examples": 5,
+        "rollouts_per_example": 2,
+        "sampling_args": {"temperature": 0.5},
+        "env_args": {},
+        "api_base_url": demo_model,
+    }
+    record = wait_closed(client, hosted_platform, evaluation_id)
+    assert record["status"] == "COMPLETED", record
+    assert record["total_samples"] == 10
+    assert record["metadata"] == pending["metadata"]  # the attached run left it alone
+    assert record["metrics"]["avg_reward"] > 0
+    logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
+    assert "alphabet-sort" in logs and "finalized" in logs
+    after = client.get("/evaluations/", params={"limit": 500}).json()["total"]
+    assert after == before + 1  # the sandbox attached; it opened no second evaluation
+    assert hosted_row(hosted_platform, evaluation_id)["exit_code"] == 0
+
+
+def test_cli_run_follow_logs_and_evals(
+    hosted_platform: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "PROCTOR_API_URL": hosted_platform.url,
+        "PROCTOR_API_KEY": hosted_platform.api_key,
+        "HOME": str(tmp_path),
+    }
+    run = subprocess.run(
+        [
+            *PROCTOR,
+            "hosted",
+            "run",
+            "alphabet-sort",
+            "-m",
+            "demo",
+            "-n",
+            "3",
+            "-r",
+            "2",
+            "--api-base-url",
+            demo_model,
+            "--follow",
+            "--poll-seconds",
+            "0.2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    evaluation_id = run.stdout.splitlines()[0].strip()
+    assert "finalized" in run.stdout and "COMPLETED" in run.stderr
+    got = subprocess.run(
+        [*PROCTOR, "evals", "get", evaluation_id], env=env, capture_output=True, text=True
+    )
+    assert got.returncode == 0 and json.loads(got.stdout)["total_samples"] == 6
+    listed = subprocess.run([*PROCTOR, "evals", "list"], env=env, capture_output=True, text=True)
+    assert listed.returncode == 0 and evaluation_id in listed.stdout
+    logs = subprocess.run(
+        [*PROCTOR, "hosted", "logs", evaluation_id], env=env, capture_output=True, text=True
+    )
+    assert logs.returncode == 0 and "alphabet-sort" in logs.stdout
+    # A finished evaluation cannot be cancelled: one clear line, exit 1.
+    cancel = subprocess.run(
+        [*PROCTOR, "hosted", "cancel", evaluation_id], env=env, capture_output=True, text=True
+    )
+    assert cancel.returncode == 1 and "already ended" in cancel.stderr
+    assert "Traceback" not in cancel.stderr
+
+
+def test_unknown_environment_fails_with_the_exit_code(
+    hosted_platform: Platform, demo_model: str
+) -> None:
+    client = hosted_platform.client()
+    evaluation_id = create_hosted(
+        client, "no-such-env", num_examples=2, rollouts_per_example=1, api_base_url=demo_model
+    )
+    record = wait_closed(client, hosted_platform, evaluation_id)
+    assert record["status"] == "FAILED"
+    assert "exited with code 2" in record["error_message"]
+    assert "no-such-env" in record["error_message"]  # the log's tail names the problem
+
+
+def test_timeout_kills_the_sandbox(hosted_platform: Platform, slow_model: str) -> None:
+    client = hosted_platform.client()
+    evaluation_id = create_hosted(
+        client,
+        num_examples=50,
+        rollouts_per_example=1,
+        max_concurrent=1,
+        api_base_url=slow_model,
+        timeout_minutes=0.05,
+    )
+    wait_status(client, evaluation_id, ("RUNNING",))
+    pid = hosted_row(hosted_platform, evaluation_id)["pid"]
+    record = wait_closed(client, hosted_platform, evaluation_id)
+    assert record["status"] == "TIMEOUT" and "timed out" in record["error_message"]
+    assert not group_alive(pid)
+
+
+def test_cancel_stops_the_sandbox_and_secrets_stay_secret(
+    hosted_platform: Platform, slow_model: str
+) -> None:
+    client = hosted_platform.client()
+    secret = "sk-hosted-e2e-secret-5f1c2a"
+    evaluation_id = create_hosted(
+        client,
+        num_examples=50,
+        rollouts_per_example=1,
+        max_concurrent=1,
+        api_base_url=slow_model,
+        api_key_var="DEMO_MODEL_KEY",
+        custom_secrets={"DEMO_MODEL_KEY": secret},
+    )
+    wait_status(client, evaluation_id, ("RUNNING",))
+    pid = hosted_row(hosted_platform, evaluation_id)["pid"]
+    wait_logs(client, evaluation_id, "episodes to run")
+    assert group_alive(pid)
+    assert secret not in all_command_lines()
+    answer = client.patch(f"/hosted-evaluations/{evaluation_id}/cancel")
+    assert answer.status_code == 200 and "cancelled" in answer.json()["message"]
+    record = wait_closed(client, hosted_platform, evaluation_id)
+    assert record["status"] == "CANCELLED"
+    assert not group_alive(pid)
+    logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
+    for text in (logs, json.dumps(record), hosted_platform.process.output()):
+        assert secret not in text
+    assert hosted_row(hosted_platform, evaluation_id)["secrets"] is None
+
+
+def test_launcher_killed_and_restarted_mid_run_leaves_nothing_running(
+    tmp_path: Path, slow_model: str
+) -> None:
+    data_dir = tmp_path / "platform-restart"
+    data_dir.mkdir()
+    plat = start_platform(data_dir, extra_env=LAUNCHER_ENV)
+    try:
+        client = plat.client()
+        survivor = create_hosted(
+            client,
+            num_examples=12,
+            rollouts_per_example=1,
+            max_concurrent=1,
+            api_base_url=slow_model,
+        )
+        victim = create_hosted(
+            client,
+            num_examples=50,
+            rollouts_per_example=1,
+            max_concurrent=1,
+            api_base_url=slow_model,
+        )
+        for evaluation_id in (survivor, victim):
+            wait_status(client, evaluation_id, ("RUNNING",))
+            wait_logs(client, evaluation_id, "episodes to run")  # attached: rollouts under way
+        # The server (and its launcher) dies; one sandbox dies while it is down.
+        plat.process.kill()
+        victim_pid = hosted_row(plat, victim)["pid"]
+        os.killpg(victim_pid, 9)
+        plat.process.start()
+        wait_http(f"{plat.url}/healthz", proc=plat.process.proc, timeout=60)
+        client = plat.client()
+        done = wait_closed(client, plat, survivor, timeout=120)
+        assert done["status"] == "COMPLETED" and done["total_samples"] == 12, (
+            done["error_message"],
+            plat.process.output()[-3000:],
+        )
+        lost = wait_closed(client, plat, victim, timeout=60)
+        assert lost["status"] == "FAILED" and "without an exit code" in lost["error_message"]
+        statuses = [e["status"] for e in client.get("/evaluations/").json()["evaluations"]]
+        assert "RUNNING" not in statuses and "PENDING" not in statuses
+    finally:
+        plat.process.stop()
