@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list keys (never their secrets)")
     revoke = sub.add_parser("revoke", help="revoke a key by id or displayed prefix")
     revoke.add_argument("key", help="key id or prefix as shown by `proctor keys list`")
-    for p in (create, *sub.choices.values()):
+    for p in sub.choices.values():
         p.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
     return parser
 

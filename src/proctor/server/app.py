@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from proctor import __version__
 from proctor.server.db.session import Database, make_session_factory
-from proctor.server.errors import install_error_handlers
+from proctor.server.error_handlers import install_error_handlers
 from proctor.server.hosted.lifecycle import start_launcher, stop_launcher
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
@@ -38,7 +38,9 @@ def api_routers() -> list[APIRouter]:
 
 def site_routers() -> list[APIRouter]:
     """Routers mounted at the root (the web dashboard)."""
-    return []
+    from proctor.server.web import router as web_router  # pages and their static files
+
+    return [web_router]
 
 
 def create_app(settings: Settings | None = None, *, prepare: bool = True) -> FastAPI:

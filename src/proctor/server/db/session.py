@@ -72,12 +72,9 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
-        """A session for queries; anything it wrote is rolled back at the end."""
+        """A session for queries; closing it rolls back, and loaded objects stay readable."""
         with self._read() as session:
-            try:
-                yield session
-            finally:
-                session.rollback()
+            yield session
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:

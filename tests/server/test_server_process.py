@@ -1,0 +1,128 @@
+"""`proctor server`, `proctor keys` and `proctor teams` as real processes over loopback HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Platform, start_platform
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PROCTOR, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def assert_graceful_stop(proc: ManagedProcess) -> None:
+    """SIGTERM ends the server through its shutdown path (uvicorn re-raises the signal)."""
+    assert proc.stop() in {0, -signal.SIGTERM}
+    assert "Application shutdown complete" in proc.output()
+
+
+def wait_completed(client: httpx.Client, evaluation_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 15
+    while True:
+        record: dict[str, object] = client.get(f"/evaluations/{evaluation_id}").json()
+        if record["status"] == "COMPLETED" or time.monotonic() > deadline:
+            return record
+        time.sleep(0.05)
+
+
+def test_create_samples_finalize_over_http_on_each_backend(db_url: str, tmp_path: Path) -> None:
+    platform = start_platform(tmp_path, database_url=db_url)
+    try:
+        assert httpx.get(f"{platform.url}/healthz").json()["status"] == "ok"
+        assert httpx.get(f"{platform.url}/openapi.json").status_code == 200
+        with platform.client() as client:
+            env = client.post("/environmentshub/resolve", json={"name": "alphabet-sort"}).json()
+            created = client.post(
+                "/evaluations/",
+                json={"name": "http", "environments": [{"id": env["data"]["id"]}], "tags": []},
+            ).json()
+            evaluation_id = created["evaluation_id"]
+            samples = [{"sample_id": f"s{i}", "reward": i / 4} for i in range(5)]
+            posted = client.post(f"/evaluations/{evaluation_id}/samples", json={"samples": samples})
+            assert posted.status_code == 200
+            assert client.post(f"/evaluations/{evaluation_id}/finalize", json={}).is_success
+            record = wait_completed(client, evaluation_id)
+        assert record["status"] == "COMPLETED"
+        assert record["total_samples"] == 5 and record["avg_score"] == 0.5
+    finally:
+        assert_graceful_stop(platform.process)
+
+
+def test_processing_left_by_a_crash_completes_on_restart(platform: Platform) -> None:
+    with platform.client() as client:
+        evaluation_id = client.post("/evaluations/", json={"name": "crash"}).json()["evaluation_id"]
+    platform.process.kill()
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"sqlite:///{platform.data_dir / 'proctor.db'}")
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE evaluations SET status = 'PROCESSING' WHERE id = :id"),
+            {"id": evaluation_id},
+        )
+    engine.dispose()
+    platform.restart()
+    with platform.client() as client:
+        assert client.get(f"/evaluations/{evaluation_id}").json()["status"] == "COMPLETED"
+
+
+def test_keys_and_teams_commands_act_on_the_servers_database(platform: Platform) -> None:
+    data_dir = str(platform.data_dir)
+    assert cli("teams", "create", "red", "--data-dir", data_dir).returncode == 0
+    created = cli("keys", "create", "--name", "alice", "--team", "red", "--data-dir", data_dir)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.splitlines()[0]
+    assert secret.startswith("pk_")
+    assert cli("teams", "add-member", "red", "bob", "--data-dir", data_dir).returncode == 0
+    members = cli("teams", "members", "red", "--data-dir", data_dir).stdout
+    assert "alice" in members and "bob" in members
+
+    with platform.client(secret) as alice:
+        made = alice.post("/evaluations/", json={"name": "team-run", "team_id": "red"})
+        assert made.status_code == 201
+    listed = cli("keys", "list", "--data-dir", data_dir)
+    assert secret not in listed.stdout and "alice" in listed.stdout
+    revoked = cli("keys", "revoke", secret[:12], "--data-dir", data_dir)
+    assert revoked.returncode == 0, revoked.stderr
+    with platform.client(secret) as alice:
+        assert alice.get("/evaluations/").status_code == 401
+    bad = cli("keys", "create", "--name", "x", "--team", "nope", "--data-dir", data_dir)
+    assert bad.returncode != 0 and "proctor teams create" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_server_without_keys_says_how_to_create_the_first(tmp_path: Path) -> None:
+    migrated = cli("server", "migrate", "--data-dir", str(tmp_path))
+    assert migrated.returncode == 0, migrated.stderr
+    port = free_port()
+    args = [*PROCTOR, "server", "--port", str(port), "--data-dir", str(tmp_path)]
+    proc = ManagedProcess(args, tmp_path / "server.log")
+    saved = os.environ.pop("PROCTOR_BOOTSTRAP_KEY", None)
+    try:
+        proc.start()
+    finally:
+        if saved is not None:
+            os.environ["PROCTOR_BOOTSTRAP_KEY"] = saved
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc.proc)
+    finally:
+        assert_graceful_stop(proc)
+    assert "proctor keys create" in proc.output()
