@@ -1,0 +1,84 @@
+"""`proctor quickstart --exit` on a fresh data dir, then again on the same one (a re-run)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.procs import PROCTOR, free_port
+
+pytestmark = pytest.mark.e2e
+
+
+def _quickstart(data_dir: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    args = [
+        *PROCTOR,
+        "quickstart",
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        str(free_port()),
+        "--model-port",
+        str(free_port()),
+        "-n",
+        "5",
+        "-r",
+        "2",
+        "--exit",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    return subprocess.run(
+        args, env={**env, "HOME": str(home)}, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_quickstart_runs_a_hosted_eval_and_reruns_on_the_same_data_dir(tmp_path: Path) -> None:
+    data_dir = tmp_path / "proctor-home"
+    first = _quickstart(data_dir, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "COMPLETED" in first.stdout and "samples: 10" in first.stdout
+    assert "alphabet_sort:" in first.stdout and "dashboard: http://127.0.0.1:" in first.stdout
+    assert "finalized" in first.stdout  # the sandbox's live log was shown
+    config = tomllib.loads((data_dir / "config.toml").read_text())
+    assert config["api_key"].startswith("pk_")
+    assert (data_dir / "config.toml").stat().st_mode & 0o077 == 0
+
+    second = _quickstart(data_dir, tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    again = tomllib.loads((data_dir / "config.toml").read_text())
+    assert again["api_key"] == config["api_key"]  # the stored key still works
+    assert again["api_url"] != config["api_url"]  # the new port was written
+
+    # --exit stopped the server it started.
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{again['api_url']}/healthz", timeout=2)
+
+
+def test_quickstart_refuses_a_busy_port_with_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [
+                *PROCTOR,
+                "quickstart",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--port",
+                str(port),
+                "--exit",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert f"Port {port}" in result.stderr and "--port" in result.stderr
+    assert "Traceback" not in result.stderr
