@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from proctor.hosted.sandbox import SandboxHandle, SandboxSpec, SandboxState
-from tests.procs import free_port, wait_http
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.ray
 
@@ -121,3 +121,53 @@ def _exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.e2e
+def test_ray_launcher_runs_a_hosted_eval_end_to_end(
+    ray_address: str, demo_model: str, tmp_path: Path
+) -> None:
+    """`proctor launcher --sandbox ray` runs the real CLI as a Ray job for a real server."""
+    from tests.conftest import start_platform
+    from tests.e2e.hosted_helpers import create_hosted, wait_closed
+
+    data_dir = tmp_path / "platform"
+    data_dir.mkdir()
+    env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
+    plat = start_platform(data_dir, extra_env=env)
+    launcher = ManagedProcess(
+        [
+            *PROCTOR,
+            "launcher",
+            "--data-dir",
+            str(data_dir),
+            "--sandbox",
+            "ray",
+            "--ray-address",
+            ray_address,
+            "--api-url",
+            plat.url,
+        ],
+        tmp_path / "launcher.log",
+        env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"},
+    ).start()
+    try:
+        client = plat.client()
+        secret = "ray-e2e-secret-91d2"
+        evaluation_id = create_hosted(
+            client,
+            num_examples=3,
+            rollouts_per_example=2,
+            api_base_url=demo_model,
+            api_key_var="DEMO_KEY",
+            custom_secrets={"DEMO_KEY": secret},
+        )
+        record = wait_closed(client, plat, evaluation_id, timeout=180)
+        assert record["status"] == "COMPLETED", (record, launcher.output()[-2000:])
+        assert record["total_samples"] == 6
+        logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
+        assert "finalized" in logs and secret not in logs
+        assert secret not in launcher.output() and secret not in plat.process.output()
+    finally:
+        launcher.stop()
+        plat.process.stop()
