@@ -1,0 +1,89 @@
+"""Jinja filters of the dashboard templates: numbers, times, statuses and query strings."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment
+from starlette.datastructures import URL
+
+NONE = "\u2013"  # an en dash stands for a missing value
+
+STATUS_CLASSES = {
+    "PENDING": "pending",
+    "RUNNING": "running",
+    "PROCESSING": "running",
+    "COMPLETED": "ok",
+    "FAILED": "bad",
+    "CANCELLED": "muted",
+    "TIMEOUT": "bad",
+}
+
+
+def number(value: Any, digits: int = 3) -> str:
+    """A number for a table cell; an en dash for none."""
+    if value is None or isinstance(value, bool):
+        return NONE if value is None else str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def when(value: str | None) -> str:
+    """An ISO timestamp as `YYYY-MM-DD HH:MM:SS UTC`."""
+    if not value:
+        return NONE
+    try:
+        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except ValueError:
+        return value
+
+
+def seconds(value: float | None) -> str:
+    """A duration in seconds, readable."""
+    if value is None:
+        return NONE
+    if value < 120:
+        return f"{value:.1f} s"
+    minutes, secs = divmod(int(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def status_class(status: str) -> str:
+    """CSS class colouring a status badge."""
+    return STATUS_CLASSES.get(status, "muted")
+
+
+def with_query(url: URL, **changes: Any) -> str:
+    """The current path and query with some parameters changed (None removes one)."""
+    params = dict(parse_qsl(url.query, keep_blank_values=True))
+    params.pop("format", None)
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    return f"{url.path}?{urlencode(params)}" if params else url.path
+
+
+def pretty(value: Any) -> str:
+    """JSON, indented."""
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def install_filters(env: Environment) -> None:
+    """Register the filters on a Jinja environment."""
+    env.filters.update(
+        number=number,
+        when=when,
+        seconds=seconds,
+        status_class=status_class,
+        pretty=pretty,
+    )
+    env.globals["with_query"] = with_query

@@ -1,0 +1,351 @@
+"""The dashboard's routes: sign-in, the evaluations list, an evaluation, a sample, compare.
+
+Every page answers HTML, or its JSON twin with `?format=json` (or `Accept: application/json`),
+both from the same view call in `views`. Pages use `PageRoute`, which turns domain errors
+into an HTML error page (404 for unknown ids, 400 for bad query parameters) and a missing
+session into a 303 to `/login?next=...`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+
+from proctor.server.auth.schemas import Principal
+from proctor.server.deps import ReadSession, SettingsDep
+from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
+from proctor.server.web import session as web_session
+from proctor.server.web import views
+from proctor.server.web.filters import install_filters
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+STATIC_FILES = frozenset({"dashboard.css", "dashboard.js"})
+REFRESH_S = 5
+
+templates = Jinja2Templates(directory=HERE / "templates")
+install_filters(templates.env)
+
+
+def wants_json(request: Request) -> bool:
+    """Whether the client asked for the page's JSON twin."""
+    if request.query_params.get("format") == "json":
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "A query parameter is invalid; fix the URL."
+    first = errors[0]
+    name = str(first.get("loc", ("", "parameter"))[-1])
+    return f"Query parameter {name!r} is invalid: {first.get('msg', 'invalid')}; fix the URL."
+
+
+def error_page(request: Request, status: int, code: str, message: str) -> Response:
+    """The error as a page (or as the API's JSON envelope for a JSON request)."""
+    if wants_json(request):
+        return JSONResponse(error_body(code, message), status_code=status)
+    return templates.TemplateResponse(
+        request,
+        "error.html",
+        {"status": status, "message": message, "user": None},
+        status_code=status,
+    )
+
+
+class PageRoute(APIRoute):
+    """A route whose errors are pages: redirects to sign-in, 404 and 400 pages."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def page_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except web_session.LoginRequired as exc:
+                if wants_json(request):
+                    return JSONResponse(error_body(exc.code, exc.message), status_code=401)
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
+            except ServerError as exc:
+                return error_page(request, exc.status_code, exc.code, exc.message)
+            except RequestValidationError as exc:
+                return error_page(request, 400, "invalid_query", _validation_message(exc))
+
+        return page_handler
+
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+def render(
+    request: Request, template: str, data: dict[str, Any], principal: Principal | None
+) -> Response:
+    """The page, or its JSON twin: the same `data` either way."""
+    if request.query_params.get("format") not in (None, "json", "html"):
+        raise BadRequest("Query parameter 'format' must be json or html; fix the URL.")
+    if wants_json(request):
+        return JSONResponse(data)
+    context = {**data, "user": principal.user_name if principal else None, "page_url": request.url}
+    return templates.TemplateResponse(request, template, context)
+
+
+def _safe_next(target: str | None) -> str:
+    # Only same-site paths: an absolute or protocol-relative URL would be an open redirect.
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/evaluations"
+    return target
+
+
+def _text(value: str | None) -> str | None:
+    return value.strip() or None if value is not None else None
+
+
+def _flag(name: str, value: str | None) -> bool | None:
+    text = (value or "").strip().lower()
+    if text in ("", "any"):
+        return None
+    if text in ("yes", "true", "1"):
+        return True
+    if text in ("no", "false", "0"):
+        return False
+    raise BadRequest(f"Query parameter {name!r} must be yes or no, not {value!r}; fix the URL.")
+
+
+def _integer(name: str, value: str | None) -> int | None:
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(
+            f"Query parameter {name!r} must be an integer, not {value!r}; fix the URL."
+        ) from None
+
+
+def _threshold(value: str | None) -> float:
+    text = (value or "").strip()
+    try:
+        number = float(text) if text else 1.0
+    except ValueError:
+        number = float("nan")
+    if not number == number or not -1e9 < number < 1e9:  # NaN or absurd
+        raise BadRequest(
+            f"Query parameter 'pass_threshold' must be a number, not {value!r}; fix the URL."
+        )
+    return number
+
+
+Page = Annotated[int, Query(ge=1, le=10_000_000)]
+Limit = Annotated[int, Query(ge=1, le=500)]
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    """The dashboard's stylesheet and script (shipped in the package)."""
+    if name not in STATIC_FILES:
+        raise NotVisible("There is no such static file; check the URL.")
+    return FileResponse(HERE / "static" / name, headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/login")
+def login_form(request: Request, next: str | None = None) -> Response:
+    """The sign-in form."""
+    return templates.TemplateResponse(
+        request, "login.html", {"next": _safe_next(next), "error": None, "user": None}
+    )
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    api_key: Annotated[str, Form(max_length=500)] = "",
+    next: Annotated[str, Form(max_length=2000)] = "/evaluations",
+) -> Response:
+    """Check the key; on success set the session cookie and go to `next`."""
+    try:
+        principal = web_session.sign_in(session, api_key)
+    except ServerError as exc:
+        return templates.TemplateResponse(
+            request,
+            "login.html",
+            {"next": _safe_next(next), "error": exc.message, "user": None},
+            status_code=401,
+        )
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    web_session.set_session_cookie(response, request, settings, principal)
+    logger.info("dashboard sign-in by user %s (key %s)", principal.user_name, principal.key_id)
+    return response
+
+
+@router.get("/logout")
+def logout_form(request: Request) -> Response:
+    """A sign-out button (signing out is a POST, like every state change)."""
+    return templates.TemplateResponse(request, "logout.html", {"user": None})
+
+
+@router.post("/logout")
+def logout(request: Request, settings: SettingsDep) -> Response:
+    """Clear the session cookie and go to the sign-in form."""
+    response = RedirectResponse("/login", status_code=303)
+    web_session.clear_session_cookie(response, request, settings)
+    return response
+
+
+@router.get("/")
+def home(request: Request) -> Response:
+    """The dashboard's home is the evaluations list."""
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(f"/evaluations{query}", status_code=303)
+
+
+@router.get("/evaluations")
+def evaluations_list(
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    skip: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Limit = 25,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    environment: Annotated[str | None, Query(max_length=400)] = None,
+    model: Annotated[str | None, Query(max_length=512)] = None,
+    hosted: Annotated[str | None, Query(max_length=8)] = None,
+) -> Response:
+    """The evaluations the signed-in key sees, newest first, filtered and paged."""
+    principal = web_session.current_principal(request, session, settings)
+    filters = views.ListFilters(
+        status=_text(status),
+        environment=_text(environment),
+        model=_text(model),
+        hosted=_flag("hosted", hosted),
+        skip=skip,
+        limit=limit,
+    )
+    data = views.evaluation_list(session, principal, filters, settings.resolved_public_url())
+    data["refresh_s"] = REFRESH_S if data["live"] else None
+    data["statuses"] = views.STATUSES
+    return render(request, "list.html", data, principal)
+
+
+def _samples_query(
+    page: int, limit: int, sort: str | None, errored: str | None, example: str | None
+) -> views.SamplesQuery:
+    return views.SamplesQuery(
+        page=page,
+        limit=limit,
+        sort=_text(sort) or "seq",
+        errored=_flag("errored", errored),
+        example=_integer("example", example),
+    )
+
+
+@router.get("/evaluations/{evaluation_id}")
+def evaluation(
+    request: Request,
+    evaluation_id: str,
+    session: ReadSession,
+    settings: SettingsDep,
+    page: Page = 1,
+    limit: Limit = 50,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
+    errored: Annotated[str | None, Query(max_length=8)] = None,
+    example: Annotated[str | None, Query(max_length=24)] = None,
+    pass_threshold: Annotated[str | None, Query(max_length=24)] = None,
+) -> Response:
+    """An evaluation: header, metrics, reward histogram, pass@k, hosted logs, samples."""
+    principal = web_session.current_principal(request, session, settings)
+    data = views.evaluation_page(
+        session,
+        principal,
+        evaluation_id,
+        _samples_query(page, limit, sort, errored, example),
+        public_url=settings.resolved_public_url(),
+        app=request.app,
+        pass_threshold=_threshold(pass_threshold),
+    )
+    data["refresh_s"] = REFRESH_S if data["evaluation"]["live"] else None
+    return render(request, "evaluation.html", data, principal)
+
+
+@router.get("/evaluations/{evaluation_id}/samples")
+def samples(
+    request: Request,
+    evaluation_id: str,
+    session: ReadSession,
+    settings: SettingsDep,
+    page: Page = 1,
+    limit: Limit = 50,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
+    errored: Annotated[str | None, Query(max_length=8)] = None,
+    example: Annotated[str | None, Query(max_length=24)] = None,
+) -> Response:
+    """A page of an evaluation's samples: sortable by reward, filterable."""
+    principal = web_session.current_principal(request, session, settings)
+    data = views.samples_page(
+        session,
+        principal,
+        evaluation_id,
+        _samples_query(page, limit, sort, errored, example),
+        settings.resolved_public_url(),
+    )
+    return render(request, "samples.html", data, principal)
+
+
+@router.get("/evaluations/{evaluation_id}/samples/{sample_id}")
+def sample(
+    request: Request,
+    evaluation_id: str,
+    sample_id: str,
+    session: ReadSession,
+    settings: SettingsDep,
+) -> Response:
+    """One sample: transcript, rewards, metrics, timing, token usage, error."""
+    principal = web_session.current_principal(request, session, settings)
+    data = views.sample_page(
+        session, principal, evaluation_id, sample_id, settings.resolved_public_url()
+    )
+    return render(request, "sample.html", data, principal)
+
+
+@router.get("/compare")
+def compare(
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    ids: Annotated[str, Query(max_length=2000)] = "",
+    pick: Annotated[list[str] | None, Query(max_length=200)] = None,
+    page: Page = 1,
+    limit: Limit = 100,
+) -> Response:
+    """Evaluations of one environment side by side, with per-example rewards."""
+    principal = web_session.current_principal(request, session, settings)
+    # `pick` comes from the list's checkboxes; normalise to one `ids` list for the links.
+    ids = ",".join([part.strip() for part in ids.split(",") if part.strip()] + (pick or []))
+    data = views.compare_page(
+        session,
+        principal,
+        ids.split(","),
+        page=page,
+        limit=limit,
+        public_url=settings.resolved_public_url(),
+    )
+    data["ids"] = ids
+    data["next_query"] = urlencode({"ids": ids, "page": page + 1, "limit": limit})
+    data["prev_query"] = urlencode({"ids": ids, "page": max(page - 1, 1), "limit": limit})
+    return render(request, "compare.html", data, principal)

@@ -1,0 +1,163 @@
+"""Reward statistics of one evaluation for its page: histograms, pass@k, per-example means.
+
+Everything here works on aggregates the database returns (bucket counts, per-example rollout
+counts), never on samples, so a page costs the same at 100 or 100,000 samples.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from proctor.server.db.models import Evaluation
+from proctor.server.evaluations import service
+
+HISTOGRAM_BUCKETS = 20
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One histogram bar: rewards in `[low, high)` (the last bar includes `high`)."""
+
+    low: float
+    high: float
+    count: int
+
+
+@dataclass(frozen=True)
+class ExampleSummary:
+    """Per-example figures of a run with several rollouts per example."""
+
+    examples: int
+    """How many distinct examples have a reward."""
+    max_rollouts: int
+    """Most rollouts any example has."""
+    mean_per_example: float | None
+    """Mean over examples of each example's mean reward."""
+    pass_threshold: float
+    """A rollout passes when its reward is at least this."""
+    pass_at_k: list[tuple[int, float]]
+    """`(k, unbiased pass@k)` over the examples with at least k rollouts."""
+    mean_histogram: list[Bucket]
+    """Histogram of the per-example mean rewards."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON form."""
+        data = asdict(self)
+        data["pass_at_k"] = [{"k": k, "value": v} for k, v in self.pass_at_k]
+        return data
+
+
+def reward_range(evaluation: Evaluation) -> tuple[float, float]:
+    """The histogram's range: [0, 1] widened to the run's min and max reward."""
+    low = min(0.0, evaluation.min_score if evaluation.min_score is not None else 0.0)
+    high = max(1.0, evaluation.max_score if evaluation.max_score is not None else 1.0)
+    return low, high
+
+
+def _buckets(counts: dict[int, int], low: float, high: float) -> list[Bucket]:
+    width = (high - low) / HISTOGRAM_BUCKETS
+    merged = Counter[int]()
+    for index, count in counts.items():
+        # The maximum lands one past the last bucket; out-of-range values are clamped.
+        merged[min(max(index, 0), HISTOGRAM_BUCKETS - 1)] += count
+    return [
+        Bucket(low + i * width, low + (i + 1) * width, merged.get(i, 0))
+        for i in range(HISTOGRAM_BUCKETS)
+    ]
+
+
+def reward_histogram(session: Session, evaluation: Evaluation) -> list[Bucket]:
+    """The evaluation's reward histogram, from one GROUP BY query."""
+    low, high = reward_range(evaluation)
+    width = (high - low) / HISTOGRAM_BUCKETS
+    rows = service.reward_histogram(session, evaluation, low=low, width=width)
+    return _buckets(dict(rows), low, high)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one example with `n` rollouts of which `c` passed (Chen et al.)."""
+    if n - c < k:
+        return 1.0
+    # 1 - C(n-c, k) / C(n, k), as a product so large n does not overflow.
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def _ks(max_rollouts: int) -> list[int]:
+    ks = [1]
+    while ks[-1] * 2 <= max_rollouts:
+        ks.append(ks[-1] * 2)
+    if ks[-1] != max_rollouts:
+        ks.append(max_rollouts)
+    return ks
+
+
+def example_summary(
+    session: Session, evaluation: Evaluation, *, threshold: float
+) -> ExampleSummary | None:
+    """Per-example figures, or None unless some example has several rollouts."""
+    rows = service.example_stats(session, evaluation, threshold=threshold)
+    rows = [row for row in rows if row[1] > 0]
+    if not rows or max(row[1] for row in rows) < 2:
+        return None
+    # Examples sharing (rollouts, passes) share pass@k: count them instead of recomputing.
+    shapes = Counter((n, passed) for _, n, _, passed in rows)
+    max_rollouts = max(n for n, _ in shapes)
+    table: list[tuple[int, float]] = []
+    for k in _ks(max_rollouts):
+        eligible = [(n, c, m) for (n, c), m in shapes.items() if n >= k]
+        total = sum(m for _, _, m in eligible)
+        table.append((k, sum(pass_at_k(n, c, k) * m for n, c, m in eligible) / total))
+    means = [reward_sum / n for _, n, reward_sum, _ in rows]
+    low, high = reward_range(evaluation)
+    width = (high - low) / HISTOGRAM_BUCKETS
+    counts = Counter(math.floor((m - low) / width) for m in means if math.isfinite(m))
+    return ExampleSummary(
+        examples=len(rows),
+        max_rollouts=max_rollouts,
+        mean_per_example=sum(means) / len(means),
+        pass_threshold=threshold,
+        pass_at_k=table,
+        mean_histogram=_buckets(dict(counts), low, high),
+    )
+
+
+def histogram_svg(buckets: list[Bucket], *, label: str, width: int = 520, height: int = 150) -> str:
+    """An inline SVG bar chart of `buckets`; the text in it is numbers or escaped."""
+    pad_left, pad_bottom, pad_top = 36, 22, 8
+    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
+    peak = max((b.count for b in buckets), default=0) or 1
+    bar_w = plot_w / max(len(buckets), 1)
+    parts = [
+        f'<svg class="histogram" role="img" aria-label="{html.escape(label)}" '
+        f'viewBox="0 0 {width} {height}" width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+        f'<line x1="{pad_left}" y1="{pad_top + plot_h}" x2="{width - 8}" '
+        f'y2="{pad_top + plot_h}" class="axis"/>',
+        f'<text x="{pad_left - 4}" y="{pad_top + 8}" text-anchor="end" class="tick">{peak}</text>',
+        f'<text x="{pad_left - 4}" y="{pad_top + plot_h}" text-anchor="end" class="tick">0</text>',
+    ]
+    for i, bucket in enumerate(buckets):
+        bar_h = plot_h * bucket.count / peak
+        x = pad_left + i * bar_w
+        parts.append(
+            f'<rect x="{x + 1:.1f}" y="{pad_top + plot_h - bar_h:.1f}" width="{bar_w - 2:.1f}" '
+            f'height="{bar_h:.1f}" class="bar"><title>[{bucket.low:.2f}, {bucket.high:.2f}): '
+            f"{bucket.count}</title></rect>"
+        )
+    if buckets:
+        for x, value, anchor in (
+            (pad_left, buckets[0].low, "start"),
+            (pad_left + plot_w / 2, (buckets[0].low + buckets[-1].high) / 2, "middle"),
+            (pad_left + plot_w, buckets[-1].high, "end"),
+        ):
+            parts.append(
+                f'<text x="{x:.1f}" y="{height - 6}" text-anchor="{anchor}" '
+                f'class="tick">{value:.2f}</text>'
+            )
+    parts.append("</svg>")
+    return "".join(parts)
