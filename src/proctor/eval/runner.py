@@ -76,6 +76,13 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
     tasks = env.taskset.select(config.num_examples)
     if not tasks:
         raise ConfigError(f"environment {config.env} offered no tasks; check its --env-args")
+    if config.num_examples is not None and len(tasks) < config.num_examples:
+        logger.warning(
+            "%s has only %d tasks; running all of them (-n %d asked for more)",
+            config.env,
+            len(tasks),
+            config.num_examples,
+        )
     run_dir = RunDirectory(config.run_dir)
     run_dir.check(resume=config.resume, clean=config.clean)
     kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
