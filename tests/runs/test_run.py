@@ -210,3 +210,19 @@ def test_a_process_that_exits_without_finishing_marks_its_run_crashed(
     assert record["status"] == "FAILED"
     assert str(record["error_message"]).startswith("crashed: ")
     assert len(all_samples(online, eid)) == 5  # drained before closing
+
+
+def test_a_sample_the_platform_refuses_is_set_aside_and_the_rest_arrive(
+    tmp_path: Path, online: Platform
+) -> None:
+    run = _init(tmp_path)
+    records = [make_record(i, run_id=run.id) for i in range(6)]
+    records[3]["example_id"] = "not-an-integer"
+    run.log_episodes(records)
+    run.finish()
+    assert (run.counters.sent, run.counters.rejected) == (5, 1)
+    stored = sorted(s["sample_id"] for s in all_samples(online, run.id))
+    assert stored == sorted(r["id"] for i, r in enumerate(records) if i != 3)
+    rejected = (tmp_path / "run" / "platform" / run.id / "rejected.jsonl").read_text()
+    assert json.loads(rejected)["sample_id"] == records[3]["id"]
+    assert get_evaluation(online, run.id)["status"] in ("PROCESSING", "COMPLETED")

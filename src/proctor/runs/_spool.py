@@ -106,9 +106,12 @@ class Spool:
             self.appended_records += len(lines)
 
     def sync_to_disk(self) -> None:
-        """fsync what was appended so far (called before an upload)."""
-        with self._lock:
-            os.fsync(self._writer.fileno())
+        """fsync what was appended so far (called before an upload).
+
+        Runs without the append lock: an fsync may take milliseconds, and appends (possibly
+        from the producer's thread) must not wait for it.
+        """
+        os.fsync(self._writer.fileno())
 
     def read_batch(self, start: int, *, max_bytes: int, max_count: int) -> tuple[list[bytes], int]:
         """Lines from byte `start` (at least one if any), within the limits; and the end offset."""

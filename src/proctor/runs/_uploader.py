@@ -49,7 +49,7 @@ class UploaderOptions:
     """Largest request body, envelope included (the platform's ceiling is 25 MiB)."""
     max_batch_samples: int = 2000
     """Most samples in one request."""
-    queue_size: int = 4096
+    queue_size: int = 1024
     """`log_episodes` calls buffered in memory before the producer spools them itself."""
     retry_cap: float = 5.0
     """Longest backoff between two attempts (a `Retry-After` may ask for more, up to 60 s)."""
@@ -124,7 +124,11 @@ class Uploader:
         try:
             self._queue.put_nowait(records)
         except queue.Full:
-            self._write([records])
+            try:
+                self._write([records])
+            except OSError as e:  # never let the spool's disk break the caller's loop
+                self._note_error(f"cannot write the spool {self.spool.path}: {e}")
+                log.error("cannot write the spool %s: %s", self.spool.path, e)
 
     def counters(self) -> RunCounters:
         """A snapshot of the counters."""
