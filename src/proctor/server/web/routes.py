@@ -61,7 +61,7 @@ def error_page(request: Request, status: int, code: str, message: str) -> Respon
     return templates.TemplateResponse(
         request,
         "error.html",
-        {"status": status, "message": message, "user": None},
+        {"status": status, "message": message, "user": getattr(request.state, "user_name", None)},
         status_code=status,
     )
 

@@ -129,6 +129,7 @@ def current_principal(request: Request, session: Session, settings: Settings) ->
     principal = principal_for_key_id(session, key_id) if key_id else None
     if principal is None:
         raise LoginRequired("Sign in with an API key to see this page.")
+    request.state.user_name = principal.user_name  # lets an error page keep the header
     return principal
 
 
