@@ -31,7 +31,7 @@ class LauncherSettings(BaseSettings):
     """Most sandboxes one launcher runs at once; the rest wait as PENDING."""
     in_server: bool = True
     """Run the launcher inside `proctor server` (turn off when `proctor launcher` runs)."""
-    poll_seconds: float = Field(default=0.5, gt=0)
+    poll_seconds: float = Field(default=0.25, gt=0)
     """How often the launcher looks for new work and polls its sandboxes."""
     stale_seconds: float = Field(default=15.0, gt=0)
     """A claimed evaluation whose launcher has not heartbeated for this long is taken over."""

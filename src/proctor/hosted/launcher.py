@@ -93,6 +93,7 @@ class Launcher:
         )
         self._watched: dict[str, _Watched] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._recovered = False
         self._last_heartbeat = 0.0
@@ -108,7 +109,7 @@ class Launcher:
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the loop; running sandboxes keep running for a later launcher to adopt."""
-        self._stop.set()
+        self.stop_soon()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -116,6 +117,11 @@ class Launcher:
     def stop_soon(self) -> None:
         """Ask the loop to end after the current tick (safe from a signal handler)."""
         self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Tick now rather than at the next poll (new work was just queued)."""
+        self._wake.set()
 
     def run(self) -> None:
         """Tick until `stop()`; a failing tick is logged and retried, never fatal."""
@@ -125,7 +131,8 @@ class Launcher:
                 self.tick()
             except Exception:
                 logger.exception("launcher tick failed; retrying")
-            self._stop.wait(self.settings.poll_seconds)
+            self._wake.wait(self.settings.poll_seconds)
+            self._wake.clear()
 
     @property
     def running(self) -> int:
@@ -141,8 +148,11 @@ class Launcher:
         if now - self._last_takeover >= self.settings.stale_seconds / 2:
             self._last_takeover = now
             self._recover(own=False)
-        for watched in list(self._watched.values()):
-            self._watch(watched)
+        if self._watched:
+            with self.db.read() as session:
+                states = repository.watch_states(session, list(self._watched))
+            for watched in list(self._watched.values()):
+                self._watch(watched, states.get(watched.evaluation_id))
         self._launch_pending()
         if self._watched and now - self._last_heartbeat >= self.settings.stale_seconds / 4:
             self._last_heartbeat = now
@@ -300,15 +310,13 @@ class Launcher:
 
     # -- watching --------------------------------------------------------------------------
 
-    def _watch(self, watched: _Watched) -> None:
-        with self.db.read() as session:
-            found = repository.get(session, watched.evaluation_id)
-            status = found[1].status if found else None
-            cancel = bool(found and found[0].cancel_requested)
-        if found is None:
+    def _watch(self, watched: _Watched, record: tuple[str, bool] | None) -> None:
+        """Stop, time out or close one sandbox; `record` is its (status, cancel requested)."""
+        if record is None:
             self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
             self._watched.pop(watched.evaluation_id, None)
             return
+        status, cancel = record
         if cancel or status in _STOP_STATUSES:
             logger.info("stopping the sandbox of %s (status %s)", watched.evaluation_id, status)
             self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, BackgroundTasks, Request
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.deps import ReadSession, WriteSession
@@ -23,9 +23,12 @@ def create(
     principal: CurrentPrincipal,
     session: WriteSession,
     request: Request,
+    background: BackgroundTasks,
 ) -> CreatedHostedEvaluations:
     """Create one PENDING evaluation per environment for the launcher to run."""
     ids = service.create_hosted(session, principal, body, service.launcher_settings(request.app))
+    # Runs after the response, so after the commit: the launcher then sees the new rows.
+    background.add_task(service.wake_launcher, request.app)
     return CreatedHostedEvaluations(evaluation_id=ids[0], evaluation_ids=ids)
 
 

@@ -73,6 +73,16 @@ def active_of(session: Session, launcher_id: str) -> list[tuple[HostedEvaluation
     return [(h, e) for h, e in rows]
 
 
+def watch_states(session: Session, evaluation_ids: list[str]) -> dict[str, tuple[str, bool]]:
+    """`{evaluation id: (status, cancel requested)}` for the sandboxes a launcher watches."""
+    rows = session.execute(
+        select(Evaluation.id, Evaluation.status, HostedEvaluation.cancel_requested)
+        .join(HostedEvaluation, HostedEvaluation.evaluation_id == Evaluation.id)
+        .where(Evaluation.id.in_(evaluation_ids))
+    ).all()
+    return {row[0]: (row[1], bool(row[2])) for row in rows}
+
+
 def abandoned(
     session: Session, stale_before: datetime, launcher_id: str
 ) -> list[tuple[HostedEvaluation, Evaluation]]:

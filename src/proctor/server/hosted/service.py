@@ -42,6 +42,13 @@ def launcher_settings(app: FastAPI) -> LauncherSettings:
     return settings
 
 
+def wake_launcher(app: FastAPI) -> None:
+    """Let the in-server launcher pick up new work now instead of at its next poll."""
+    launcher = getattr(app.state, "launcher", None)
+    if launcher is not None:
+        launcher.wake()
+
+
 def _environment(
     session: Session, principal: Principal, ref: str, team_id: str | None
 ) -> Environment:
