@@ -58,6 +58,9 @@ def test_create_samples_finalize_over_http_on_each_backend(db_url: str, tmp_path
             samples = [{"sample_id": f"s{i}", "reward": i / 4} for i in range(5)]
             posted = client.post(f"/evaluations/{evaluation_id}/samples", json={"samples": samples})
             assert posted.status_code == 200
+            oversized = b'{"samples": [{"sample_id": "big", "blob": "' + b"x" * (26 << 20) + b'"}]}'
+            too_big = client.post(f"/evaluations/{evaluation_id}/samples", content=oversized)
+            assert too_big.status_code == 413
             assert client.post(f"/evaluations/{evaluation_id}/finalize", json={}).is_success
             record = wait_completed(client, evaluation_id)
         assert record["status"] == "COMPLETED"

@@ -16,13 +16,13 @@ from proctor.server.db.session import Database
 from proctor.server.settings import Settings
 
 
-def get_database(request: Request) -> Database:
-    """The app's `Database`."""
+async def get_database(request: Request) -> Database:
+    """The app's `Database` (async: trivial dependencies skip the threadpool hop)."""
     db: Database = request.app.state.db
     return db
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The app's `Settings`."""
     settings: Settings = request.app.state.settings
     return settings

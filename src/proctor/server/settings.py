@@ -12,7 +12,7 @@ class Settings(BaseSettings):
     """Settings of `proctor server` and of the CLI commands that act on its database."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PROCTOR_", extra="ignore", use_attribute_docstrings=True
+        env_prefix="PROCTOR_", extra="ignore", use_attribute_docstrings=True, validate_by_name=True
     )
 
     database_url: str | None = Field(

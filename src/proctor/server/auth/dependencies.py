@@ -48,8 +48,10 @@ def get_principal(request: Request, db: Annotated[Database, Depends(get_database
         principal = service.authenticate(session, key_from_headers(request))
     if _due_for_recording(principal.key_id):
         try:
-            with db.write() as session:
-                service.record_use(session, principal.key_id, utcnow())
+            # Non-blocking: the request may already hold SQLite's write lock (WriteSession).
+            with db.try_write() as session:
+                if session is not None:
+                    service.record_use(session, principal.key_id, utcnow())
         except Exception:  # bookkeeping only: never fail a request over it
             logger.warning(
                 "could not record the last use of key %s", principal.key_id, exc_info=True

@@ -4,7 +4,9 @@
 for queries, `with db.write() as s:` one that commits on success and rolls back on error.
 On SQLite, write transactions start with `BEGIN IMMEDIATE` and take a process-wide lock:
 SQLite serialises writers anyway, and taking the write lock up front avoids the
-`database is locked` failure of a read transaction that later tries to write.
+`database is locked` failure of a read transaction that later tries to write. The lock is
+not re-entrant: never open `db.write()` inside another `db.write()` (or inside an endpoint
+that holds a `WriteSession`) on the same thread of work.
 """
 
 from __future__ import annotations
@@ -66,9 +68,7 @@ class Database:
         self.write_engine = create_db_engine(url, immediate=True) if self.is_sqlite else self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
-        self._write_lock: contextlib.AbstractContextManager[Any] = (
-            threading.Lock() if self.is_sqlite else contextlib.nullcontext()
-        )
+        self._write_lock: Any = threading.Lock() if self.is_sqlite else contextlib.nullcontext()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
@@ -86,6 +86,32 @@ class Database:
             except BaseException:
                 session.rollback()
                 raise
+
+    @contextlib.contextmanager
+    def try_write(self) -> Iterator[Session | None]:
+        """Like `write`, but yields None at once instead of waiting for SQLite's write lock.
+
+        For bookkeeping that may be skipped (e.g. a key's last use) and that may run while the
+        same request already holds the lock.
+        """
+        lock = self._write_lock
+        if isinstance(lock, contextlib.nullcontext):
+            with self.write() as session:
+                yield session
+            return
+        if not lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            with self._write() as session:
+                try:
+                    yield session
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
+        finally:
+            lock.release()
 
     def dispose(self) -> None:
         """Close every pooled connection."""

@@ -113,9 +113,13 @@ def insert_samples(session: Session, rows: list[dict[str, Any]]) -> None:
         return
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(Sample).on_conflict_do_nothing(index_elements=["evaluation_id", "sample_id"])
+    statement = insert(Sample.__table__).on_conflict_do_nothing(
+        index_elements=["evaluation_id", "sample_id"]
+    )
+    # Core (not ORM bulk) insert: the rows are plain dicts and this is the ingest hot path.
+    connection = session.connection()
     for start in range(0, len(rows), CHUNK):
-        session.execute(statement, rows[start : start + CHUNK])
+        connection.execute(statement, rows[start : start + CHUNK])
 
 
 def sample_page(session: Session, evaluation_id: str, first_seq: int, last_seq: int) -> list[str]:
