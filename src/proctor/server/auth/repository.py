@@ -21,6 +21,19 @@ def key_with_user(session: Session, key_hash: str) -> tuple[ApiKey, User] | None
     return None if row is None else (row[0], row[1])
 
 
+def key_user_and_teams(session: Session, key_hash: str) -> tuple[ApiKey, User, list[str]] | None:
+    """The key with this hash, its user and the user's team ids, in one query; or None."""
+    rows = session.execute(
+        select(ApiKey, User, TeamMember.team_id)
+        .join(User, User.id == ApiKey.user_id)
+        .outerjoin(TeamMember, TeamMember.user_id == User.id)
+        .where(ApiKey.key_hash == key_hash)
+    ).all()
+    if not rows:
+        return None
+    return rows[0][0], rows[0][1], [row[2] for row in rows if row[2] is not None]
+
+
 def team_ids_of(session: Session, user_id: str) -> list[str]:
     """Ids of the teams the user belongs to."""
     return list(session.scalars(select(TeamMember.team_id).where(TeamMember.user_id == user_id)))

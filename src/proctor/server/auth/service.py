@@ -186,18 +186,18 @@ def authenticate(session: Session, secret: str | None) -> Principal:
             "This call needs an API key: send `Authorization: Bearer <key>`; "
             "create one with `proctor keys create`."
         )
-    found = repository.key_with_user(session, hash_key(secret))
+    found = repository.key_user_and_teams(session, hash_key(secret))
     if found is None or found[0].revoked_at is not None:
         raise Unauthenticated(
             "The API key is invalid or revoked; create a new one with `proctor keys create`."
         )
-    key, user = found
+    key, user, team_ids = found
     return Principal(
         key_id=key.id,
         user_id=user.id,
         user_name=user.name,
         is_admin=key.is_admin,
-        team_ids=frozenset(repository.team_ids_of(session, user.id)),
+        team_ids=frozenset(team_ids),
         scope_evaluation_id=key.scope_evaluation_id,
     )
 
