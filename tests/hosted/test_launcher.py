@@ -9,33 +9,20 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from proctor.hosted.config import LauncherSettings
 from proctor.hosted.launcher import Launcher
 from proctor.server.auth import service as auth
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
-from proctor.server.db.session import Database, make_session_factory
+from proctor.server.db.session import Database
 from proctor.server.hosted import service
 from proctor.server.hosted.schemas import CreateHostedEvaluation
-from proctor.server.settings import Settings
-from proctor.server.setup import prepare_database
-
-ADMIN_KEY = "pk-hosted-launcher-test-admin-0123456789"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    settings = Settings(data_dir=tmp_path, bootstrap_key=ADMIN_KEY)
-    database = make_session_factory(settings)
-    prepare_database(settings, database)
-    yield database
-    database.dispose()
+from tests.hosted.conftest import ADMIN_KEY
 
 
 def _settings(**overrides: Any) -> LauncherSettings:
@@ -79,9 +66,15 @@ def _status(db: Database, evaluation_id: str) -> str:
     return _record(db, evaluation_id)[0].status
 
 
-def _launcher(db: Database, tmp_path: Path, command: str, **settings: Any) -> Launcher:
+def _launcher(
+    db: Database, tmp_path: Path, command: str, *, launcher_id: str | None = None, **settings: Any
+) -> Launcher:
     return Launcher(
-        db, _settings(command=command, **settings), api_url="http://127.0.0.1:9", data_dir=tmp_path
+        db,
+        _settings(command=command, **settings),
+        api_url="http://127.0.0.1:9",
+        data_dir=tmp_path,
+        launcher_id=launcher_id,
     )
 
 
@@ -185,6 +178,36 @@ def test_terminal_status_set_by_the_run_is_kept(db: Database, tmp_path: Path) ->
     _tick_until(launcher, lambda: _record(db, evaluation_id)[1].ended_at is not None)
     evaluation, _ = _record(db, evaluation_id)
     assert (evaluation.status, evaluation.error_message) == ("FAILED", "the run's own reason")
+
+
+def test_launchers_sharing_the_queue_start_each_evaluation_once(
+    db: Database, tmp_path: Path
+) -> None:
+    ids = [_create(db) for _ in range(12)]
+    launchers = [
+        _launcher(db, tmp_path, "echo started >> ../starts; sleep 0.3", launcher_id=f"L{i}")
+        for i in range(3)
+    ]
+    for launcher in launchers:
+        launcher.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(_record(db, i)[1].ended_at is not None for i in ids):
+                break
+            time.sleep(0.1)
+    finally:
+        for launcher in launchers:
+            launcher.stop()
+    for evaluation_id in ids:
+        _, hosted = _record(db, evaluation_id)
+        assert hosted.ended_at is not None and hosted.attempt == 1
+        starts = (tmp_path / "sandboxes" / evaluation_id / "starts").read_text()
+        assert starts == "started\n"  # one sandbox, not one per launcher
+    with db.read() as session:
+        minted = session.query(ApiKey).filter(ApiKey.scope_evaluation_id.in_(ids)).count()
+    assert minted == len(ids)
+    assert {_record(db, i)[1].launcher_id for i in ids} <= {"L0", "L1", "L2"}
 
 
 def test_concurrency_limit_keeps_the_rest_pending(db: Database, tmp_path: Path) -> None:
