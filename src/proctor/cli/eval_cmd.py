@@ -21,8 +21,11 @@ def run(argv: list[str]) -> int:
     if config.dry_run:
         print(dump_toml(config.resolved().saved_form()), end="")
         return 0
-    view = _configure_output(config)
-    result = run_eval(config, view=view)
+    view, handler = _configure_output(config)
+    try:
+        result = run_eval(config, view=view)
+    finally:
+        logging.getLogger("proctor").removeHandler(handler)
     print(format_summary(result))
     if result.status == "failed":
         print(f"proctor eval: the run failed: {result.error}", file=sys.stderr)
@@ -34,8 +37,8 @@ def run(argv: list[str]) -> int:
     return result.exit_code
 
 
-def _configure_output(config: EvalConfig) -> ProgressView:
-    """Pick the view and route proctor's log records to stderr."""
+def _configure_output(config: EvalConfig) -> tuple[ProgressView, logging.Handler]:
+    """Pick the view and route proctor's log records to stderr (the handler is returned)."""
     root = logging.getLogger("proctor")
     root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     live = config.rich and sys.stderr.isatty()
@@ -47,12 +50,12 @@ def _configure_output(config: EvalConfig) -> ProgressView:
         # The live view shows progress; the terminal only gets what needs attention.
         handler.setLevel(logging.DEBUG if config.verbose else logging.WARNING)
         root.addHandler(handler)
-        return view
+        return view, handler
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     handler.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     root.addHandler(handler)
-    return LogProgress()
+    return LogProgress(), handler
 
 
 def format_summary(result: EvalResult) -> str:
