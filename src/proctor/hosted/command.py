@@ -15,11 +15,17 @@ import shlex
 import sys
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.errors import ConfigError
 
 logger = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED_ENV = frozenset(
+    {"EVALUATION_ID", "PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_RUNS_MODE"}
+)
+"""Variables the launcher sets for every sandbox; a secret may not replace them."""
 
 _PLACEHOLDER = re.compile(r"\{(proctor|env|model|options|num_examples|rollouts)\}")
 
@@ -68,6 +74,16 @@ class HostedEvalConfig(BaseModel):
     """Extra HTTP headers for the model endpoint (`"Name: Value"` strings or a mapping)."""
     custom_secrets: dict[str, str] = Field(default_factory=dict)
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
+
+    @field_validator("custom_secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"secret name {name!r} is not a valid environment variable name")
+            if name in RESERVED_ENV:
+                raise ValueError(f"secret name {name!r} is set by the launcher; rename it")
+        return value
 
     @property
     def expected_samples(self) -> int | None:

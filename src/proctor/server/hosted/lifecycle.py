@@ -6,6 +6,7 @@ import logging
 
 from fastapi import FastAPI
 
+from proctor.errors import ProctorError
 from proctor.hosted.config import LauncherSettings
 from proctor.hosted.launcher import Launcher
 from proctor.server.db.session import Database
@@ -21,14 +22,19 @@ def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher |
     if not launcher_settings.in_server:
         logger.info("in-server launcher disabled (PROCTOR_HOSTED_IN_SERVER=false)")
         return None
-    launcher = Launcher(
-        db,
-        launcher_settings,
-        api_url=f"http://{_loopback(settings.host)}:{settings.port}",
-        data_dir=settings.resolved_data_dir(),
-        # Stable per data dir and port, so a restarted server recovers its sandboxes at once.
-        launcher_id=f"server:{settings.resolved_data_dir()}:{settings.port}",
-    )
+    try:
+        launcher = Launcher(
+            db,
+            launcher_settings,
+            api_url=f"http://{_loopback(settings.host)}:{settings.port}",
+            data_dir=settings.resolved_data_dir(),
+            # Stable per data dir and port, so a restarted server recovers its sandboxes at once.
+            launcher_id=f"server:{settings.resolved_data_dir()}:{settings.port}",
+        )
+    except ProctorError as e:
+        # One line for the operator; the API keeps serving, hosted runs wait as PENDING.
+        logger.error("the hosted launcher cannot start: %s", e)
+        return None
     launcher.start()
     app.state.launcher = launcher
     return launcher

@@ -1,0 +1,94 @@
+"""The sandbox command: the template filled with shell-quoted values, secrets kept out."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from proctor.hosted.command import DEFAULT_COMMAND, HostedEvalConfig, build_command
+
+
+def _words(command: str) -> list[str]:
+    return shlex.split(command)
+
+
+def test_default_command_is_the_eval_cli_with_attach() -> None:
+    config = HostedEvalConfig.model_validate(
+        {
+            "num_examples": 4,
+            "rollouts_per_example": 2,
+            "max_concurrent": 8,
+            "sampling_args": {"temperature": 0.7, "max_tokens": 64, "top_k": 5},
+            "env_args": {"level": "hard"},
+            "api_base_url": "http://127.0.0.1:1/v1",
+            "api_key_var": "MODEL_KEY",
+            "headers": ["X-Team: a b"],
+            "custom_secrets": {"MODEL_KEY": "sk-never-in-argv"},
+        }
+    )
+    command = build_command(
+        DEFAULT_COMMAND, environment="alphabet-sort", model="m/x", config=config
+    )
+    words = _words(command)
+    assert words[:3] == [sys.executable, "-m", "proctor.cli.main"]
+    assert words[3:7] == ["eval", "alphabet-sort", "-m", "m/x"]
+    assert words[-2:] == ["--run.attach", "$EVALUATION_ID"]
+    flags = " ".join(words)
+    for part in (
+        "-n 4",
+        "-r 2",
+        "-c 8",
+        "--sampling.temperature 0.7",
+        "--sampling.max-tokens 64",
+        '--env-args {"level": "hard"}',
+        "--client.base-url http://127.0.0.1:1/v1",
+        "--client.api-key-var MODEL_KEY",
+        '--client.headers {"X-Team": "a b"}',
+        "--no-serve --no-rich",
+    ):
+        assert part in flags, part
+    assert "top_k" not in flags and "top-k" not in flags  # no flag for it: dropped, not guessed
+    assert "sk-never-in-argv" not in command
+
+
+def test_all_examples_omits_n_and_expects_no_fixed_count() -> None:
+    config = HostedEvalConfig(num_examples=-1, rollouts_per_example=3)
+    words = _words(build_command(DEFAULT_COMMAND, environment="e", model="m", config=config))
+    assert "-n" not in words and words[words.index("-r") + 1] == "3"
+    assert config.expected_samples is None
+    assert HostedEvalConfig(num_examples=5, rollouts_per_example=3).expected_samples == 15
+
+
+def test_hostile_values_stay_single_words_in_the_shell() -> None:
+    model = "m; touch /tmp/pwned-$(id -u) `id`"
+    template = "printf '%s\\n' {env} {model}"
+    command = build_command(template, environment="a'b", model=model, config=HostedEvalConfig())
+    out = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["a'b", model]
+
+
+def test_template_keeps_shell_syntax_and_unknown_braces() -> None:
+    command = build_command(
+        "echo ${HOME:-x} {unknown} {rollouts}",
+        environment="e",
+        model="m",
+        config=HostedEvalConfig(rollouts_per_example=7),
+    )
+    assert command == "echo ${HOME:-x} {unknown} 7"
+
+
+@pytest.mark.parametrize("name", ["PROCTOR_API_KEY", "EVALUATION_ID", "1BAD", "A-B"])
+def test_secret_names_must_be_plain_and_not_the_launchers(name: str) -> None:
+    with pytest.raises(ValidationError):
+        HostedEvalConfig(custom_secrets={name: "x"})
+
+
+def test_public_form_drops_secrets() -> None:
+    config = HostedEvalConfig(custom_secrets={"TOKEN": "s3cret"}, timeout_minutes=3)
+    public = config.public_form()
+    assert "custom_secrets" not in public and "s3cret" not in str(public)
+    assert public["timeout_minutes"] == 3
