@@ -95,3 +95,14 @@ def test_toml_writer_round_trips() -> None:
         "run": {"name": 'quote " and \\ slash', "id": "r"},
     }
     assert tomllib.loads(dump_toml(data)) == data
+
+
+def test_saved_config_masks_credential_headers() -> None:
+    headers = '{"Authorization": "Bearer sk-1", "X-Api-Key": "k", "X-Team": "evals"}'
+    config = parse_eval_args(["arithmetic", "--client.headers", headers])
+    assert config.resolved().saved_form()["client"]["headers"] == {
+        "Authorization": "<redacted>",
+        "X-Api-Key": "<redacted>",
+        "X-Team": "evals",
+    }
+    assert config.client.headers["Authorization"] == "Bearer sk-1"  # still sent

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.models.config import ClientConfig, SamplingConfig
 
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+
 INVOCATION_FIELDS = frozenset({"resume", "clean", "dry_run", "rich", "verbose"})
 """How this invocation behaves, not what the run is: left out of the saved config.toml."""
 
@@ -85,8 +87,16 @@ class EvalConfig(BaseModel):
         return Path(self.output_dir) / (self.run.dir or self.run.name or "")
 
     def saved_form(self) -> dict[str, Any]:
-        """The dict written to the run's config.toml (no invocation switches, no unset values)."""
-        return self.model_dump(mode="json", exclude=set(INVOCATION_FIELDS), exclude_none=True)
+        """The dict written to the run's config.toml (no invocation switches, no unset values).
+
+        Header values that look like credentials are masked: run directories get shared.
+        """
+        data = self.model_dump(mode="json", exclude=set(INVOCATION_FIELDS), exclude_none=True)
+        headers = data["client"]["headers"]
+        for name in headers:
+            if _SECRET_HEADER.search(name):
+                headers[name] = "<redacted>"
+        return data
 
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original."""
