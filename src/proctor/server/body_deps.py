@@ -36,14 +36,32 @@ def validate(model: type[ModelT], value: Any) -> ModelT:
         raise RequestValidationError(errors) from None
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """`node` with every `#/$defs/...` reference replaced by the definition it names."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**_inline_refs(defs[ref.rsplit("/", 1)[1]], defs), **_inline_refs(rest, defs)}
+        return {k: _inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """`openapi_extra` declaring `model` as the JSON request body of a route."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    schema.pop("$defs", None)
+    """`openapi_extra` declaring `model` as the JSON request body of a route.
+
+    Nested models are inlined: `openapi_extra` cannot add them to the document's
+    `components`, so a `$ref` there would dangle and schema-driven clients could not
+    build a body.
+    """
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
     return {
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": schema}},
+            "content": {"application/json": {"schema": _inline_refs(schema, defs)}},
         }
     }
 
