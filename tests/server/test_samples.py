@@ -123,6 +123,10 @@ def test_bodies_over_the_cap_answer_413(api: Api) -> None:
 
     streamed = api.post(f"/evaluations/{evaluation_id}/samples", content=chunks())
     assert streamed.status_code == 413
+    # The cap covers every route, also those whose body FastAPI parses itself.
+    resolve = api.post("/environmentshub/resolve", json={"name": "x" * 20_000})
+    assert resolve.status_code == 413
+    assert resolve.json()["error"]["code"] == "payload_too_large"
     assert api.get(f"/evaluations/{evaluation_id}").json()["total_samples"] == 0
 
 

@@ -17,6 +17,7 @@ from proctor import __version__
 from proctor.server.db.session import Database, make_session_factory
 from proctor.server.error_handlers import install_error_handlers
 from proctor.server.hosted.lifecycle import start_launcher, stop_launcher
+from proctor.server.limits import BodySizeLimit
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
 
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
     app.state.settings = settings
     app.state.db = db
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, settings=settings)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

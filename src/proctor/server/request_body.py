@@ -17,7 +17,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from proctor.server.errors import InvalidInput, PayloadTooLarge
+from proctor.server import limits
+from proctor.server.errors import InvalidInput
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -52,9 +53,7 @@ class JsonObjectBody:
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The request body, refusing (413) anything over `max_bytes` before reading it all."""
-    too_large = PayloadTooLarge(
-        f"The request body exceeds the {max_bytes} byte limit; send the data in smaller batches."
-    )
+    too_large = limits.too_large(max_bytes)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise too_large

@@ -154,6 +154,11 @@ class Sample(Base):
     __table_args__ = (
         UniqueConstraint("evaluation_id", "sample_id", name="uq_samples_evaluation_sample"),
         UniqueConstraint("evaluation_id", "seq", name="uq_samples_evaluation_seq"),
+        # The dashboard's statistics (pass@k, errored count, reward histogram and sort).
+        Index(
+            "ix_samples_evaluation_example", "evaluation_id", "example_id", "reward", "has_error"
+        ),
+        Index("ix_samples_evaluation_reward", "evaluation_id", "reward"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

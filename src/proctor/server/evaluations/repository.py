@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -113,7 +114,7 @@ def insert_samples(session: Session, rows: list[dict[str, Any]]) -> None:
         return
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(Sample.__table__).on_conflict_do_nothing(
+    statement = insert(Sample.metadata.tables["samples"]).on_conflict_do_nothing(
         index_elements=["evaluation_id", "sample_id"]
     )
     # Core (not ORM bulk) insert: the rows are plain dicts and this is the ingest hot path.
@@ -170,6 +171,8 @@ def sample_rows(
     """Samples of an evaluation, filtered and ordered, `limit` from `offset`.
 
     Unfiltered in `seq` order this is a range on `(evaluation_id, seq)`, not an OFFSET scan.
+    Ordered by reward, samples without a reward are left out (so the order can come from
+    `ix_samples_evaluation_reward` on every backend, whatever its NULL ordering).
     """
     conditions: list[ColumnElement[bool]] = [Sample.evaluation_id == evaluation_id]
     if errored is not None:
@@ -180,29 +183,41 @@ def sample_rows(
     if order == "seq" and errored is None and example_id is None:
         query = query.where(Sample.seq > offset, Sample.seq <= offset + limit)
         return list(session.scalars(query.order_by(Sample.seq)))
-    if order == "reward_desc":
-        query = query.order_by(Sample.reward.desc().nulls_last(), Sample.seq)
-    elif order == "reward_asc":
-        query = query.order_by(Sample.reward.asc().nulls_last(), Sample.seq)
-    else:
+    if order == "seq" and example_id is not None:
+        # Rollout order; also keeps the planner on the example index, not a walk of `seq`.
+        query = query.order_by(Sample.rollout_number, Sample.seq)
+    elif order == "seq":
         query = query.order_by(Sample.seq)
+    elif order == "reward_desc":
+        # Ties by row id in the same direction: exactly the index's order, so no sort.
+        query = query.where(Sample.reward.is_not(None))
+        query = query.order_by(Sample.reward.desc(), Sample.id.desc())
+    else:
+        query = query.where(Sample.reward.is_not(None))
+        query = query.order_by(Sample.reward.asc(), Sample.id.asc())
     return list(session.scalars(query.offset(offset).limit(limit)))
 
 
-def reward_histogram(
-    session: Session, evaluation_id: str, *, low: float, width: float
-) -> list[tuple[int, int]]:
-    """`(bucket, count)` of finite rewards, bucket = floor((reward - low) / width)."""
-    scaled = (Sample.reward - low) / width
-    dialect = session.get_bind().dialect.name
-    # PostgreSQL's CAST rounds; SQLite's truncates, which is floor for the non-negative values.
-    bucket = func.floor(scaled) if dialect == "postgresql" else cast(scaled, Integer)
-    rows = session.execute(
-        select(bucket.label("bucket"), func.count())
-        .where(Sample.evaluation_id == evaluation_id, Sample.reward.is_not(None))
-        .group_by("bucket")
-    )
-    return [(int(b), int(n)) for b, n in rows if b is not None]
+def reward_histogram(session: Session, evaluation_id: str, *, edges: Sequence[float]) -> list[int]:
+    """How many rewards fall in each `[edges[i], edges[i+1])` (the last bin is closed).
+
+    One counted range per bin on `ix_samples_evaluation_reward`: no grouping, no sort.
+    """
+    counts = []
+    last = len(edges) - 2
+    for index, (low, high) in enumerate(itertools.pairwise(edges)):
+        upper = Sample.reward <= high if index == last else Sample.reward < high
+        counts.append(
+            int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(Sample)
+                    .where(Sample.evaluation_id == evaluation_id, Sample.reward >= low, upper)
+                )
+                or 0
+            )
+        )
+    return counts
 
 
 def count_errored(session: Session, evaluation_id: str) -> int:
@@ -217,18 +232,42 @@ def count_errored(session: Session, evaluation_id: str) -> int:
     )
 
 
-def example_stats(
-    session: Session, evaluation_id: str, *, threshold: float
-) -> list[tuple[int, int, float, int]]:
-    """Per example: `(example_id, rollouts with a reward, reward sum, rollouts >= threshold)`."""
-    passed = func.sum(case((Sample.reward >= threshold, 1), else_=0))
-    rows = session.execute(
-        select(Sample.example_id, func.count(Sample.reward), func.sum(Sample.reward), passed)
+def example_shapes(
+    session: Session, evaluation_id: str, *, threshold: float, low: float, width: float
+) -> list[tuple[int, int, int, int, float]]:
+    """Examples grouped by shape: `(rollouts, passed, mean bucket, examples, sum of means)`.
+
+    Per example (one pass over `ix_samples_evaluation_example`): its rollouts with a reward,
+    how many reached `threshold`, and its mean reward; then examples sharing the same
+    rollouts, passes and mean bucket (`floor((mean - low) / width)`) are counted together,
+    so the answer has a few rows however many examples there are.
+    """
+    per_example = (
+        select(
+            func.count(Sample.reward).label("n"),
+            func.sum(case((Sample.reward >= threshold, 1), else_=0)).label("c"),
+            func.avg(Sample.reward).label("m"),
+        )
         .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
         .group_by(Sample.example_id)
-        .order_by(Sample.example_id)
+        .subquery()
     )
-    return [(int(e), int(n), float(s or 0.0), int(p or 0)) for e, n, s, p in rows]
+    scaled = (per_example.c.m - low) / width
+    dialect = session.get_bind().dialect.name
+    # PostgreSQL's CAST rounds; SQLite's truncates, which is floor for non-negative values.
+    bucket = func.floor(scaled) if dialect == "postgresql" else cast(scaled, Integer)
+    rows = session.execute(
+        select(
+            per_example.c.n,
+            per_example.c.c,
+            bucket.label("bucket"),
+            func.count(),
+            func.sum(per_example.c.m),
+        )
+        .where(per_example.c.n > 0)
+        .group_by(per_example.c.n, per_example.c.c, "bucket")
+    )
+    return [(int(n), int(c or 0), int(b or 0), int(k), float(m or 0.0)) for n, c, b, k, m in rows]
 
 
 def example_means(

@@ -372,11 +372,9 @@ def list_sample_rows(
     )
 
 
-def reward_histogram(
-    session: Session, evaluation: Evaluation, *, low: float, width: float
-) -> list[tuple[int, int]]:
-    """`(bucket, count)` of the rewards of an evaluation already checked visible."""
-    return repository.reward_histogram(session, evaluation.id, low=low, width=width)
+def reward_histogram(session: Session, evaluation: Evaluation, *, edges: list[float]) -> list[int]:
+    """Reward counts per bin `[edges[i], edges[i+1])` of an evaluation already checked visible."""
+    return repository.reward_histogram(session, evaluation.id, edges=edges)
 
 
 def count_errored(session: Session, evaluation: Evaluation) -> int:
@@ -384,11 +382,13 @@ def count_errored(session: Session, evaluation: Evaluation) -> int:
     return repository.count_errored(session, evaluation.id)
 
 
-def example_stats(
-    session: Session, evaluation: Evaluation, *, threshold: float
-) -> list[tuple[int, int, float, int]]:
-    """Per-example rollout counts, reward sums and passes (reward >= `threshold`)."""
-    return repository.example_stats(session, evaluation.id, threshold=threshold)
+def example_shapes(
+    session: Session, evaluation: Evaluation, *, threshold: float, low: float, width: float
+) -> list[tuple[int, int, int, int, float]]:
+    """Examples counted by (rollouts, passes, mean-reward bucket); see the repository."""
+    return repository.example_shapes(
+        session, evaluation.id, threshold=threshold, low=low, width=width
+    )
 
 
 def example_means(
