@@ -203,7 +203,7 @@ def test_samples_table_pages_sorts_and_filters(web: Web) -> None:
     assert {s["reward"] for s in high["table"]["samples"]} == {1.0}
     assert _sample_ids(web, f"{base}?errored=yes") == ["s-4-4"]
     by_reward = _sample_ids(web, f"{base}?example=3&sort=-reward")
-    assert by_reward == ["s-3-1", "s-3-2", "s-3-4", "s-3-3"]
+    assert by_reward == ["s-3-4", "s-3-2", "s-3-1", "s-3-3"]  # ties: newest first
     page = web.client.get(f"{base}?example=3")
     assert page.status_code == 200 and "s-3-1" in page.text and "s-2-1" not in page.text
 

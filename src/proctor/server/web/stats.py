@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from proctor.server.db.models import Evaluation
 from proctor.server.evaluations import service
 
 HISTOGRAM_BUCKETS = 20
+CACHE_ENTRIES = 256
 
 
 @dataclass(frozen=True)
@@ -60,24 +62,16 @@ def reward_range(evaluation: Evaluation) -> tuple[float, float]:
     return low, high
 
 
-def _buckets(counts: dict[int, int], low: float, high: float) -> list[Bucket]:
+def _edges(low: float, high: float) -> list[float]:
     width = (high - low) / HISTOGRAM_BUCKETS
-    merged = Counter[int]()
-    for index, count in counts.items():
-        # The maximum lands one past the last bucket; out-of-range values are clamped.
-        merged[min(max(index, 0), HISTOGRAM_BUCKETS - 1)] += count
-    return [
-        Bucket(low + i * width, low + (i + 1) * width, merged.get(i, 0))
-        for i in range(HISTOGRAM_BUCKETS)
-    ]
+    return [low + i * width for i in range(HISTOGRAM_BUCKETS)] + [high]
 
 
 def reward_histogram(session: Session, evaluation: Evaluation) -> list[Bucket]:
-    """The evaluation's reward histogram, from one GROUP BY query."""
-    low, high = reward_range(evaluation)
-    width = (high - low) / HISTOGRAM_BUCKETS
-    rows = service.reward_histogram(session, evaluation, low=low, width=width)
-    return _buckets(dict(rows), low, high)
+    """The evaluation's reward histogram (one counted index range per bar)."""
+    edges = _edges(*reward_range(evaluation))
+    counts = service.reward_histogram(session, evaluation, edges=edges)
+    return [Bucket(lo, hi, n) for lo, hi, n in zip(edges, edges[1:], counts, strict=False)]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -101,30 +95,83 @@ def example_summary(
     session: Session, evaluation: Evaluation, *, threshold: float
 ) -> ExampleSummary | None:
     """Per-example figures, or None unless some example has several rollouts."""
-    rows = service.example_stats(session, evaluation, threshold=threshold)
-    rows = [row for row in rows if row[1] > 0]
-    if not rows or max(row[1] for row in rows) < 2:
+    low, high = reward_range(evaluation)
+    width = (high - low) / HISTOGRAM_BUCKETS
+    rows = service.example_shapes(session, evaluation, threshold=threshold, low=low, width=width)
+    if not rows or max(n for n, *_ in rows) < 2:
         return None
-    # Examples sharing (rollouts, passes) share pass@k: count them instead of recomputing.
-    shapes = Counter((n, passed) for _, n, _, passed in rows)
+    # Examples sharing (rollouts, passes) share pass@k: weight by how many there are.
+    shapes = Counter[tuple[int, int]]()
+    mean_counts = Counter[int]()
+    mean_sum = 0.0
+    for n, passed, bucket, examples, sum_of_means in rows:
+        shapes[(n, passed)] += examples
+        # The maximum mean lands one past the last bar; clamp it (and any stray) in range.
+        mean_counts[min(max(bucket, 0), HISTOGRAM_BUCKETS - 1)] += examples
+        mean_sum += sum_of_means
     max_rollouts = max(n for n, _ in shapes)
     table: list[tuple[int, float]] = []
     for k in _ks(max_rollouts):
         eligible = [(n, c, m) for (n, c), m in shapes.items() if n >= k]
         total = sum(m for _, _, m in eligible)
         table.append((k, sum(pass_at_k(n, c, k) * m for n, c, m in eligible) / total))
-    means = [reward_sum / n for _, n, reward_sum, _ in rows]
-    low, high = reward_range(evaluation)
-    width = (high - low) / HISTOGRAM_BUCKETS
-    counts = Counter(math.floor((m - low) / width) for m in means if math.isfinite(m))
+    edges = _edges(low, high)
+    total_examples = sum(shapes.values())
     return ExampleSummary(
-        examples=len(rows),
+        examples=total_examples,
         max_rollouts=max_rollouts,
-        mean_per_example=sum(means) / len(means),
+        mean_per_example=mean_sum / total_examples,
         pass_threshold=threshold,
         pass_at_k=table,
-        mean_histogram=_buckets(dict(counts), low, high),
+        mean_histogram=[
+            Bucket(edges[i], edges[i + 1], mean_counts.get(i, 0)) for i in range(HISTOGRAM_BUCKETS)
+        ],
     )
+
+
+@dataclass(frozen=True)
+class EvaluationStats:
+    """Everything the evaluation page computes from samples."""
+
+    histogram: list[Bucket]
+    examples: ExampleSummary | None
+    errored: int
+
+
+_cache: OrderedDict[tuple[Any, ...], EvaluationStats] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def evaluation_stats(
+    session: Session, evaluation: Evaluation, *, threshold: float
+) -> EvaluationStats:
+    """The page's statistics, cached per evaluation state.
+
+    The key holds the sample counter and `updated_at`, which change with every stored batch
+    and status change, so a cached entry is never stale; a finished run is computed once.
+    """
+    key = (
+        evaluation.id,
+        evaluation.total_samples,
+        evaluation.status,
+        evaluation.updated_at,
+        session.get_bind().engine.url.render_as_string(),
+        threshold,
+    )
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    computed = EvaluationStats(
+        histogram=reward_histogram(session, evaluation),
+        examples=example_summary(session, evaluation, threshold=threshold),
+        errored=service.count_errored(session, evaluation),
+    )
+    with _cache_lock:
+        _cache[key] = computed
+        while len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    return computed
 
 
 def histogram_svg(buckets: list[Bucket], *, label: str, width: int = 520, height: int = 150) -> str:

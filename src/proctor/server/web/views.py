@@ -219,13 +219,13 @@ def evaluation_page(
 ) -> dict[str, Any]:
     """The evaluation page: header, metrics, histograms, pass@k, logs and a samples page."""
     evaluation = service.get_visible(session, principal, evaluation_id)
-    histogram = stats.reward_histogram(session, evaluation)
-    examples = stats.example_summary(session, evaluation, threshold=pass_threshold)
+    figures = stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
+    examples = figures.examples
     return {
         "evaluation": _header(evaluation, public_url),
-        "errored": service.count_errored(session, evaluation),
-        "histogram": [b.__dict__ for b in histogram],
-        "histogram_svg": stats.histogram_svg(histogram, label="reward histogram"),
+        "errored": figures.errored,
+        "histogram": [b.__dict__ for b in figures.histogram],
+        "histogram_svg": stats.histogram_svg(figures.histogram, label="reward histogram"),
         "examples": None if examples is None else examples.to_json(),
         "examples_svg": None
         if examples is None

@@ -1,0 +1,239 @@
+"""Benchmark of the web dashboard: page latency with an evaluation of 100,000 samples.
+
+Seeds a database directly through the evaluations repository (the same insert the samples
+endpoint uses; going through HTTP would only make seeding slower and is not what is
+measured): one evaluation of `--samples` samples (~1.2 KB each, a tool-call transcript,
+`--rollouts` rollouts per example, 3% errored), plus a second evaluation of the same
+environment for compare. Then starts `proctor server` on that database as a subprocess on
+loopback, signs in through `/login`, and times each page one request at a time.
+
+Figures are wall time of each HTTP request measured by the client over loopback (an upper
+bound of server time). The first request of each page is reported apart ("cold") and
+excluded from p50/p99.
+
+Usage: .venv/bin/python bench/dashboard.py [--samples 100000] [--repeat 30]
+       [--database-url postgresql://...] [--out bench/results/dashboard.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from proctor.server.auth import service as auth  # noqa: E402
+from proctor.server.db.base import utcnow  # noqa: E402
+from proctor.server.evaluations import repository  # noqa: E402
+from proctor.server.evaluations import service as evaluations  # noqa: E402
+from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef  # noqa: E402
+from proctor.server.environments import service as environments  # noqa: E402
+from proctor.server.settings import Settings  # noqa: E402
+from proctor.server.setup import open_database  # noqa: E402
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+
+KEY = "pk-bench-dashboard-0123456789abcdef"
+CHUNK = 5000
+
+
+def _sample(index: int, rollouts: int, rng: random.Random) -> dict[str, Any]:
+    example, rollout = divmod(index, rollouts)
+    reward = 1.0 if rng.random() < 0.6 else round(rng.random() * 0.8, 3)
+    call_id = f"call_{index}"
+    return {
+        "sample_id": f"b-{index}",
+        "example_id": example,
+        "rollout_number": rollout + 1,
+        "task": {"index": example, "prompt": f"Sort these words: {' '.join(['delta'] * 8)}"},
+        "prompt": [
+            {"role": "system", "content": "You sort words alphabetically. Use the tool."},
+            {"role": "user", "content": f"Sort: kiwi apple mango banana cherry #{example}"},
+        ],
+        "completion": [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "sort_words", "arguments": '{"words": ["kiwi"]}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": "apple banana cherry kiwi"},
+            {"role": "assistant", "content": "apple banana cherry kiwi mango " * 4},
+        ],
+        "answer": "apple banana cherry kiwi mango",
+        "reward": reward,
+        "alphabet_sort": reward,
+        "metrics": {"num_tool_calls": 1, "length": 5},
+        "timing": {"generation_ms": rng.random() * 900, "scoring_ms": 0.4},
+        "token_usage": {"prompt_tokens": 84, "completion_tokens": 41},
+        "error": {"type": "ModelError", "message": "timed out"} if rng.random() < 0.03 else None,
+        "num_turns": 2,
+    }
+
+
+def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
+    """Create one evaluation with `samples` samples; returns its id."""
+    db = open_database(settings)
+    rng = random.Random(name)
+    with db.write() as session:
+        auth.ensure_bootstrap_key(session, KEY)
+    with db.write() as session:
+        principal = auth.authenticate(session, KEY)
+        env = environments.resolve(session, principal, "alphabet-sort", None)
+        payload = CreateEvaluation(
+            name=name, model_name="demo", environments=[EnvironmentRef(id=env.id)]
+        )
+        evaluation_id = evaluations.create_evaluation(session, principal, payload).id
+    seq = 0
+    for start in range(0, samples, CHUNK):
+        rows = []
+        for index in range(start, min(start + CHUNK, samples)):
+            sample = _sample(index, rollouts, rng)
+            seq += 1
+            rows.append(
+                {
+                    "evaluation_id": evaluation_id,
+                    "sample_id": sample["sample_id"],
+                    "seq": seq,
+                    "example_id": sample["example_id"],
+                    "rollout_number": sample["rollout_number"],
+                    "reward": sample["reward"],
+                    "has_error": sample["error"] is not None,
+                    "data": json.dumps(sample, separators=(",", ":")),
+                    "created_at": utcnow(),
+                }
+            )
+        with db.write() as session:
+            repository.insert_samples(session, rows)
+            evaluation = repository.get(session, evaluation_id)
+            assert evaluation is not None
+            rewards = [r["reward"] for r in rows]
+            evaluation.total_samples = seq
+            evaluation.reward_sum += sum(rewards)
+            evaluation.reward_count += len(rewards)
+            evaluation.min_score = min([*rewards, evaluation.min_score or 1.0])
+            evaluation.max_score = max([*rewards, evaluation.max_score or 0.0])
+            evaluation.avg_score = evaluation.reward_sum / evaluation.reward_count
+    with db.write() as session:
+        evaluation = repository.get(session, evaluation_id)
+        assert evaluation is not None
+        evaluation.status = "COMPLETED"
+        evaluation.completed_at = utcnow()
+        evaluation.metrics = {"avg_reward": evaluation.avg_score, "avg_metrics": {}}
+    db.dispose()
+    return evaluation_id
+
+
+def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
+    """Cold time and p50/p99 (ms) of GET `path`."""
+    times = []
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200:
+            raise SystemExit(f"GET {path} answered {response.status_code}: {response.text[:300]}")
+    cold, warm = times[0], sorted(times[1:])
+    return {
+        "cold": cold,
+        "p50": statistics.median(warm),
+        "p99": warm[min(len(warm) - 1, round(0.99 * (len(warm) - 1)))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--rollouts", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="proctor-dash-bench-") as tmp:
+        data_dir = Path(tmp)
+        settings = Settings(
+            data_dir=data_dir,
+            bootstrap_key=KEY,
+            PROCTOR_DATABASE_URL=args.database_url,  # type: ignore[call-arg]
+        )
+        started = time.perf_counter()
+        big = seed(settings, args.samples, args.rollouts, "big")
+        other = seed(settings, args.samples, args.rollouts, "big-b")
+        seed_s = time.perf_counter() - started
+        print(f"seeded 2 x {args.samples:,} samples in {seed_s:.1f} s", file=sys.stderr)
+
+        port = free_port()
+        env = {"PROCTOR_BOOTSTRAP_KEY": KEY}
+        if args.database_url:
+            env["PROCTOR_DATABASE_URL"] = args.database_url
+        cmd = [*PROCTOR, "server", "--host", "127.0.0.1", "--port", str(port)]
+        server = ManagedProcess([*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env)
+        server.start()
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(f"{url}/healthz", proc=server.proc, timeout=60)
+            with httpx.Client(base_url=url, timeout=60) as client:
+                login = client.post("/login", data={"api_key": KEY}, follow_redirects=False)
+                assert login.status_code == 303, login.text
+                # The cookie is Secure (loopback), which httpx's jar only sends over HTTPS.
+                cookie = login.headers["set-cookie"].split(";", 1)[0]
+                client.headers["Cookie"] = cookie
+                middle = args.samples // 2
+                pages = {
+                    "evaluation page (HTML)": f"/evaluations/{big}",
+                    "evaluation page (JSON twin)": f"/evaluations/{big}?format=json",
+                    "samples page 1": f"/evaluations/{big}/samples",
+                    "samples page 1000 (seq range)": f"/evaluations/{big}/samples?page=1000",
+                    "samples sorted by reward": f"/evaluations/{big}/samples?sort=-reward",
+                    "samples errored only": f"/evaluations/{big}/samples?errored=yes",
+                    "samples of one example": f"/evaluations/{big}/samples?example=777",
+                    "sample page": f"/evaluations/{big}/samples/b-{middle}",
+                    "evaluations list": "/evaluations",
+                    "compare (2 x 100k, page 1)": f"/compare?ids={big},{other}",
+                }
+                results = {name: measure(client, path, args.repeat) for name, path in pages.items()}
+        finally:
+            server.stop()
+
+    backend = "PostgreSQL" if args.database_url else "SQLite"
+    lines = [
+        f"# Dashboard page latency, {args.samples:,} samples per evaluation ({backend})",
+        "",
+        f"Command: `.venv/bin/python bench/dashboard.py --samples {args.samples} "
+        f"--repeat {args.repeat}{' --database-url ...' if args.database_url else ''}`",
+        f"Machine: {platform.machine()}, Python {platform.python_version()}, "
+        f"{platform.system()}; seeding through the repository (not timed here).",
+        "Client-measured wall time per request over loopback, one at a time; cold = first "
+        f"request, p50/p99 over the next {args.repeat}.",
+        "",
+        "| page | cold ms | p50 ms | p99 ms |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, figures in results.items():
+        lines.append(
+            f"| {name} | {figures['cold']:.1f} | {figures['p50']:.1f} | {figures['p99']:.1f} |"
+        )
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        args.out.write_text(report)
+
+
+if __name__ == "__main__":
+    main()
