@@ -70,6 +70,10 @@ class Database:
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
         self._write_lock: Any = threading.Lock() if self.is_sqlite else contextlib.nullcontext()
 
+    def new_read_session(self) -> Session:
+        """A session for queries that the caller closes (creating one does no I/O)."""
+        return self._read()
+
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
         """A session for queries; closing it rolls back, and loaded objects stay readable."""
