@@ -8,11 +8,12 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from proctor.errors import ModelError
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class RetryPolicy:
         wrap: Callable[..., ModelError],
     ) -> T:
         """Retry `attempt` after `first_error`; raise `wrap(error, attempts=k)` when spent."""
+        # Imported here: a run whose requests all succeed never needs it.
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
         def wait(state: RetryCallState) -> float:
             outcome = state.outcome
@@ -98,7 +101,7 @@ class RetryPolicy:
             "model request failed (%s); retrying in %.2fs", _describe(first_error), first_wait
         )
         await asyncio.sleep(first_wait)
-        retrying: AsyncRetrying = AsyncRetrying(
+        retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries),
             wait=wait,
             retry=retry_if_exception(is_retryable),
