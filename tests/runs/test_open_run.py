@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from proctor.errors import AttachError, ConfigError
 from proctor.eval.platform_run import open_platform_run
 from tests.conftest import Platform
-from tests.procs import free_port
+from tests.procs import PROCTOR, free_port
 from tests.runs.support import (
     create_launcher_evaluation,
     evaluation_count,
@@ -147,3 +148,44 @@ def test_no_push_is_local_and_silent(tmp_path: Path, online: Platform) -> None:
     run, cfg = _open(tmp_path, push=False)
     assert run.id.startswith("local-") and cfg["run"]["id"] == run.id
     assert evaluation_count(online) == before
+
+
+def _mint_key(plat: Platform, *args: str) -> str:
+    """A new key made with `proctor keys create` on the platform's database."""
+    out = subprocess.run(
+        [*PROCTOR, "keys", "create", "--data-dir", str(plat.data_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.split()[0]
+
+
+def test_a_key_scoped_to_the_evaluation_may_attach(
+    tmp_path: Path, online: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eid = create_launcher_evaluation(online)
+    monkeypatch.setenv(
+        "PROCTOR_API_KEY",
+        _mint_key(online, "--name", "sbx", "--user", "admin", "--evaluation", eid),
+    )
+    run, _ = _open(tmp_path, attach=eid)
+    run.log_episodes([make_record(0, run_id=eid)])
+    run.finish()
+    assert get_evaluation(online, eid)["total_samples"] == 1
+
+
+@pytest.mark.parametrize("key_kind", ["scoped-to-another", "another-user"])
+def test_a_key_that_may_not_write_the_evaluation_cannot_attach(
+    tmp_path: Path, online: Platform, monkeypatch: pytest.MonkeyPatch, key_kind: str
+) -> None:
+    eid = create_launcher_evaluation(online)
+    if key_kind == "scoped-to-another":
+        other = create_launcher_evaluation(online)
+        key = _mint_key(online, "--name", "sbx2", "--user", "admin", "--evaluation", other)
+    else:
+        key = _mint_key(online, "--name", f"stranger-{tmp_path.name}")
+    monkeypatch.setenv("PROCTOR_API_KEY", key)
+    with pytest.raises(AttachError, match=f"cannot attach to evaluation {eid}"):
+        _open(tmp_path, attach=eid)

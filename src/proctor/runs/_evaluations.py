@@ -111,7 +111,10 @@ def check_attachable(client: PlatformClient, evaluation_id: str) -> dict[str, An
         ) from e
     except APIError as e:
         if e.status_code == 404:
-            msg = f"{where} has no evaluation with this id; check the id ($EVALUATION_ID)"
+            msg = (
+                f"{where} has no evaluation with this id that this key can see; "
+                "check the id ($EVALUATION_ID) and PROCTOR_API_KEY"
+            )
         elif e.status_code == 401:
             msg = (
                 f"{where} rejected the API key; set PROCTOR_API_KEY to the key for this evaluation"
