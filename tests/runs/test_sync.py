@@ -157,3 +157,29 @@ def test_sync_explains_a_directory_without_a_spool(tmp_path: Path, online: Platf
         "pass a run directory of an eval that pushed to a platform"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_restarted_process_sends_what_the_spool_still_holds(
+    tmp_path: Path, online: Platform
+) -> None:
+    eid = create_launcher_evaluation(online, launcher="restart")
+    run_dir = tmp_path / "run"
+    _killed_run(run_dir, total=7, expected=7, attach=eid)  # 3 sent, 2 only spooled
+    assert len(all_samples(online, eid)) == 3
+    run = runs.init(
+        name="again",
+        environments=["alphabet-sort"],
+        model="demo",
+        config={},
+        id=eid,
+        run_dir=run_dir,
+    )
+    fresh = make_record(100, run_id=eid)
+    run.log_episodes([fresh])
+    run.finish()
+    spooled = [
+        json.loads(line)["id"] for line in (run_dir / "traces.jsonl").read_text().splitlines()
+    ]
+    assert sorted(s["sample_id"] for s in all_samples(online, eid)) == sorted(
+        [*spooled[:5], fresh["id"]]
+    )
