@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from proctor.hosted.command import HostedEvalConfig
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text may not contain NUL characters")
+    return value
+
+
+EnvironmentRef = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+ModelName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
+EvaluationName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
 
 
 class CreateHostedEvaluation(BaseModel):
@@ -12,15 +25,15 @@ class CreateHostedEvaluation(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    environment_ids: list[str] = Field(min_length=1)
+    environment_ids: list[EnvironmentRef] = Field(min_length=1, max_length=100)
     """Environment hub ids (or names, resolved like `/environmentshub/resolve`); one each."""
-    inference_model: str = Field(min_length=1, max_length=512)
+    inference_model: ModelName
     """The model the sandbox evaluates."""
     eval_config: HostedEvalConfig = Field(default_factory=HostedEvalConfig)
     """How to run it (examples, rollouts, timeout, sampling, endpoint, secrets)."""
-    name: str | None = Field(default=None, max_length=400)
+    name: EvaluationName | None = None
     """Name of the evaluation (default: derived from environment and model)."""
-    team_id: str | None = None
+    team_id: Annotated[str, Field(max_length=200), AfterValidator(_no_nul)] | None = None
     """Team that owns the evaluations; empty means personal."""
 
     @field_validator("eval_config")
@@ -28,6 +41,8 @@ class CreateHostedEvaluation(BaseModel):
     def _bounded(cls, value: HostedEvalConfig) -> HostedEvalConfig:
         if value.num_examples == 0:
             raise ValueError("num_examples must be at least 1, or -1 for the whole taskset")
+        if "\\u0000" in value.model_dump_json():
+            raise ValueError("eval_config may not contain NUL characters")
         return value
 
 

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from proctor.hosted.config import LauncherSettings
@@ -23,7 +24,7 @@ from proctor.server.db.base import utcnow
 from proctor.server.db.models import Environment, HostedEvaluation
 from proctor.server.environments import repository as environments
 from proctor.server.environments import service as environment_service
-from proctor.server.errors import BadRequest, Conflict
+from proctor.server.errors import BadRequest, Conflict, InvalidInput
 from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
 from proctor.server.hosted import repository
@@ -59,7 +60,7 @@ def _environment(
 
 
 def _default_name(environment: str, model: str) -> str:
-    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
+    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
     return f"{environment}--{safe_model}--hosted-{uuid.uuid4().hex[:8]}"
 
 
@@ -84,17 +85,24 @@ def create_hosted(
         }
         name = body.name or _default_name(env.name, body.inference_model)
         if body.name and len(body.environment_ids) > 1:
-            name = f"{body.name}--{env.name}"
-        payload = CreateEvaluation(
-            name=name,
-            environments=[EnvironmentRef(id=env.id)],
-            model_name=body.inference_model,
-            dataset=env.name,
-            framework="proctor",
-            metadata=metadata,
-            team_id=body.team_id,
-            tags=["hosted"],
-        )
+            name = f"{body.name[:300]}--{env.name}"
+        try:
+            payload = CreateEvaluation(
+                name=name,
+                environments=[EnvironmentRef(id=env.id)],
+                model_name=body.inference_model,
+                dataset=env.name,
+                framework="proctor",
+                metadata=metadata,
+                team_id=body.team_id,
+                tags=["hosted"],
+            )
+        except ValidationError as e:
+            first = e.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            message = f"Invalid value for {where}: {first['msg']}; fix it and send again."
+            raise InvalidInput(message) from None
+
         evaluation = evaluations.create_evaluation(
             session, principal, payload, status="PENDING", is_hosted=True
         )
