@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -33,15 +34,16 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+
 from proctor.server.auth import service as auth  # noqa: E402
 from proctor.server.db.base import utcnow  # noqa: E402
+from proctor.server.environments import service as environments  # noqa: E402
 from proctor.server.evaluations import repository  # noqa: E402
 from proctor.server.evaluations import service as evaluations  # noqa: E402
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef  # noqa: E402
-from proctor.server.environments import service as environments  # noqa: E402
 from proctor.server.settings import Settings  # noqa: E402
 from proctor.server.setup import open_database  # noqa: E402
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-dashboard-0123456789abcdef"
 CHUNK = 5000
@@ -140,11 +142,11 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
 
 
 def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
-    """Cold time and p50/p99 (ms) of GET `path`."""
+    """Cold time and p50/p99 (ms) of GET `path` (`{i}` in it is replaced by the attempt)."""
     times = []
-    for _ in range(repeat + 1):
+    for attempt in range(repeat + 1):
         started = time.perf_counter()
-        response = client.get(path)
+        response = client.get(path.replace("{i}", str(attempt)))
         times.append((time.perf_counter() - started) * 1000)
         if response.status_code != 200:
             raise SystemExit(f"GET {path} answered {response.status_code}: {response.text[:300]}")
@@ -183,7 +185,9 @@ def main() -> None:
         if args.database_url:
             env["PROCTOR_DATABASE_URL"] = args.database_url
         cmd = [*PROCTOR, "server", "--host", "127.0.0.1", "--port", str(port)]
-        server = ManagedProcess([*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env)
+        server = ManagedProcess(
+            [*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env
+        )
         server.start()
         url = f"http://127.0.0.1:{port}"
         try:
@@ -195,9 +199,17 @@ def main() -> None:
                 cookie = login.headers["set-cookie"].split(";", 1)[0]
                 client.headers["Cookie"] = cookie
                 middle = args.samples // 2
+                # Warm the server itself (templates compiled, pools open) on the other run,
+                # so "cold" below is this evaluation's first view, not the server's.
+                for path in (f"/evaluations/{other}", f"/evaluations/{other}/samples/b-1"):
+                    assert client.get(path).status_code == 200
                 pages = {
                     "evaluation page (HTML)": f"/evaluations/{big}",
                     "evaluation page (JSON twin)": f"/evaluations/{big}?format=json",
+                    # A new pass threshold per request misses the statistics cache every time.
+                    "evaluation page, statistics uncached": (
+                        f"/evaluations/{big}?pass_threshold=0.9{{i}}"
+                    ),
                     "samples page 1": f"/evaluations/{big}/samples",
                     "samples page 1000 (seq range)": f"/evaluations/{big}/samples?page=1000",
                     "samples sorted by reward": f"/evaluations/{big}/samples?sort=-reward",
@@ -220,7 +232,9 @@ def main() -> None:
         f"Machine: {platform.machine()}, Python {platform.python_version()}, "
         f"{platform.system()}; seeding through the repository (not timed here).",
         "Client-measured wall time per request over loopback, one at a time; cold = first "
-        f"request, p50/p99 over the next {args.repeat}.",
+        f"request of that page, p50/p99 over the next {args.repeat}.",
+        f"Load average while it ran: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+        "(other work shared the machine).",
         "",
         "| page | cold ms | p50 ms | p99 ms |",
         "|---|---:|---:|---:|",

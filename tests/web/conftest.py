@@ -119,8 +119,10 @@ class Web:
 
 
 @pytest.fixture
-def web(db_url: str, tmp_path: Path) -> Iterator[Web]:
-    """The app in-process (TestClient), on a freshly migrated database."""
+def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Web]:
+    """The app in-process (TestClient), on a freshly migrated database, with no launcher."""
+    # Hosted runs stay PENDING: the tests play the sandbox's part themselves.
+    monkeypatch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
     settings = make_settings(db_url, tmp_path)
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as client:

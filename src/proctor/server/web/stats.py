@@ -149,13 +149,13 @@ def evaluation_stats(
 
     The key holds the sample counter and `updated_at`, which change with every stored batch
     and status change, so a cached entry is never stale; a finished run is computed once.
+    (Evaluation ids are random UUIDs, so two databases never share a key.)
     """
     key = (
         evaluation.id,
         evaluation.total_samples,
         evaluation.status,
         evaluation.updated_at,
-        session.get_bind().engine.url.render_as_string(),
         threshold,
     )
     with _cache_lock:
