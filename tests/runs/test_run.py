@@ -226,3 +226,19 @@ def test_a_sample_the_platform_refuses_is_set_aside_and_the_rest_arrive(
     rejected = (tmp_path / "run" / "platform" / run.id / "rejected.jsonl").read_text()
     assert json.loads(rejected)["sample_id"] == records[3]["id"]
     assert get_evaluation(online, run.id)["status"] in ("PROCESSING", "COMPLETED")
+
+
+def test_an_evaluation_closed_by_its_launcher_mid_run_ends_the_uploads_quietly(
+    tmp_path: Path, online: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    eid = create_launcher_evaluation(online, launcher="x")
+    run = _init(tmp_path, id=eid)
+    run.log_episodes([make_record(0, run_id=eid)])
+    with online.client() as c:
+        c.put(f"/evaluations/{eid}", json={"status": "CANCELLED"}).raise_for_status()
+    with caplog.at_level(logging.WARNING, logger="proctor"):
+        run.finish(timeout=30)
+    assert "was closed on the platform" in caplog.text
+    assert "proctor runs sync" not in caplog.text
+    record = get_evaluation(online, eid)
+    assert record["status"] == "CANCELLED" and record["metadata"] == {"launcher": "x"}

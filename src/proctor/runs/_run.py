@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from proctor.errors import AttachError, ConfigError, PlatformError
+from proctor.errors import APIError, AttachError, ConfigError, PlatformError
 from proctor.runs._client import PlatformClient
 from proctor.runs._evaluations import check_attachable, close_evaluation, create_evaluation
 from proctor.runs._settings import load_settings
@@ -169,6 +169,14 @@ class Run:
                 state.phase, state.final_status, finished = "finished", done, True
             except PlatformError as e:
                 self._problem(f"could not close evaluation {self.id} ({e})")
+        elif isinstance(uploader.fatal, APIError) and uploader.fatal.status_code == 409:
+            # The evaluation was closed on the platform (e.g. its launcher cancelled it):
+            # nothing can send these samples any more, so do not suggest a sync.
+            self._problem(
+                f"evaluation {self.id} was closed on the platform; "
+                f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}"
+            )
+            state.phase, state.final_status, finished = "finished", "closed elsewhere", True
         else:
             reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"
             self._problem(
@@ -181,7 +189,7 @@ class Run:
             log.warning("send them and close the run with: %s", self.sync_command())
         state.pid = None
         state.save(self.directory)
-        uploader.spool.close(discard_if_drained=finished)
+        uploader.spool.close(discard_if_drained=drained and finished)
         client.close()
         if self.errors and self.on_error == "raise":
             raise PlatformError(f"{self.errors[0]}; run `{self.sync_command()}`")
