@@ -242,3 +242,16 @@ def test_an_evaluation_closed_by_its_launcher_mid_run_ends_the_uploads_quietly(
     assert "proctor runs sync" not in caplog.text
     record = get_evaluation(online, eid)
     assert record["status"] == "CANCELLED" and record["metadata"] == {"launcher": "x"}
+
+
+def test_a_malformed_record_is_counted_and_the_rest_still_arrive(
+    tmp_path: Path, online: Platform
+) -> None:
+    run = _init(tmp_path)
+    good = make_record(0, run_id=run.id)
+    run.log_episodes([{"no": "id"}, good])  # type: ignore[list-item]
+    run.finish()
+    assert run.counters.errors == 1 and "could not be turned into a sample" in str(
+        run.counters.last_error
+    )
+    assert [s["sample_id"] for s in all_samples(online, run.id)] == [good["id"]]

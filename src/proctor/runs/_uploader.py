@@ -157,7 +157,7 @@ class Uploader:
                 for record in records:
                     try:
                         lines.append(record_to_line(record))
-                    except (KeyError, TypeError, ValueError) as e:
+                    except Exception as e:  # one malformed record must not stop the others
                         self._unprojectable += 1
                         self._note_error(f"a record could not be turned into a sample: {e!r}")
                         continue
