@@ -62,7 +62,16 @@ def start_platform(
     env = {"PROCTOR_BOOTSTRAP_KEY": BOOTSTRAP_KEY, **(extra_env or {})}
     if database_url:
         env["PROCTOR_DATABASE_URL"] = database_url
-    args = [*PROCTOR, "server", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir)]
+    args = [
+        *PROCTOR,
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
     proc = ManagedProcess(args, data_dir / "server.log", env=env).start()
     url = f"http://127.0.0.1:{port}"
     try:

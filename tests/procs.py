@@ -24,7 +24,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_http(url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_http(
+    url: str, *, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     """Poll `url` until it answers anything below 500, or fail with the process's output."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -53,7 +55,11 @@ class ManagedProcess:
         env = {**os.environ, **(self.env or {})}
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
-            self.args, env=env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT,
+            self.args,
+            env=env,
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         log.close()

@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"proctor: unknown command {name!r}; run `proctor --help` for the list.", file=sys.stderr)
+        print(
+            f"proctor: unknown command {name!r}; run `proctor --help` for the list.",
+            file=sys.stderr,
+        )
         return 2
     module = importlib.import_module(f"proctor.cli.{COMMANDS[name][0]}")
     try:
