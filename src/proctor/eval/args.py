@@ -31,6 +31,9 @@ SHORT_FLAGS = {
     "verbose": "-v",
 }
 
+SWITCHES = frozenset({"verbose", "resume", "clean", "dry_run"})
+"""Boolean fields that are one-way switches (`--resume`), not `--x/--no-x` pairs."""
+
 HELP_HINT = "run `proctor eval --help` for the options"
 
 
@@ -88,25 +91,37 @@ def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], pr
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             _add_model_flags(parser, annotation, prefix=f"{prefix}{name}.")
             continue
-        names = [f"--{prefix}{name.replace('_', '-')}"]
-        if "_" in name:
-            names.append(f"--{prefix}{name}")
+        kebab = name.replace("_", "-")
+        names = [f"--{prefix}{kebab}"]
         if not prefix and name in SHORT_FLAGS:
             names.insert(0, SHORT_FLAGS[name])
         kind = _kind(annotation)
         help_ = _doc(model, name)
         dest = f"{prefix}{name}"
-        if kind is bool:
-            if name == "verbose":
-                parser.add_argument(*names, dest=dest, action="store_true", help=help_)
-            else:
-                parser.add_argument(
-                    *names, dest=dest, action=argparse.BooleanOptionalAction, help=help_
-                )
+        if kind is bool and name in SWITCHES:
+            parser.add_argument(*names, dest=dest, action="store_true", help=help_)
+        elif kind is bool:
+            parser.add_argument(*names, dest=dest, action="store_true", help=help_)
+            no_flag = f"--{prefix}no-{kebab}"
+            opposite = f"The opposite of {names[-1]}."
+            parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite)
         elif kind in (dict, list):
             parser.add_argument(*names, dest=dest, type=_json_value, metavar="JSON", help=help_)
         else:
             parser.add_argument(*names, dest=dest, metavar=name.upper(), help=help_)
+        if "_" in name:
+            # The snake spelling works too, without doubling the help text.
+            alias = f"--{prefix}{name}"
+            action = _same_action(kind)
+            parser.add_argument(alias, dest=dest, help=argparse.SUPPRESS, **action)
+
+
+def _same_action(kind: Any) -> dict[str, Any]:
+    if kind is bool:
+        return {"action": "store_true"}
+    if kind in (dict, list):
+        return {"type": _json_value}
+    return {}
 
 
 def _kind(annotation: Any) -> Any:
