@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +42,7 @@ class Script:
     """A scripted endpoint: answers in order (status, headers, body); the last one repeats."""
 
     answers: list[tuple[int, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    delay_s: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     headers: list[Any] = field(default_factory=list)
@@ -54,6 +56,8 @@ async def endpoint() -> AsyncIterator[tuple[str, Script]]:
         script.arrivals.append(time.monotonic())
         script.requests.append(await request.json())
         script.headers.append(request.headers.copy())  # case-insensitive
+        if script.delay_s:
+            await asyncio.sleep(script.delay_s)
         index = min(len(script.requests) - 1, len(script.answers) - 1)
         status, headers, body = script.answers[index]
         return web.json_response(body, status=status, headers=headers)
@@ -233,3 +237,18 @@ def test_sampling_extras_pass_through() -> None:
     sampling = SamplingConfig.model_validate({"max_tokens": 9, "top_k": 5})
     assert sampling.request_args() == {"max_tokens": 9, "top_k": 5}
     assert json.dumps(SamplingConfig().request_args()) == "{}"
+
+
+async def test_per_request_timeout_is_retried_then_fails(endpoint: tuple[str, Script]) -> None:
+    url, script = endpoint
+    script.answers = [(200, {}, ok_body())]
+    script.delay_s = 0.8
+    client = make_client(url, timeout=0.2, max_retries=1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ModelError, match=r"after 2 attempts.*Timeout"):
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert len(script.requests) == 2
+    assert time.monotonic() - started < 0.8 * 2
