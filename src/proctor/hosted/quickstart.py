@@ -188,7 +188,12 @@ class Quickstart:
         client = remote.connect(self.api_url, key)
         try:
             return remote.follow(
-                client, evaluation_id, on_logs=on_logs, on_status=on_status, poll_seconds=0.5
+                client,
+                evaluation_id,
+                on_logs=on_logs,
+                on_status=on_status,
+                poll_seconds=0.5,
+                outage_seconds=15.0,
             )
         finally:
             client.close()

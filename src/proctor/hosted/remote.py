@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proctor.errors import ConfigError
+from proctor.errors import ConfigError, PlatformError
 from proctor.runs import PlatformClient, PlatformUnreachable, RetryableAPIError, load_settings
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -96,14 +96,22 @@ def follow(
     on_logs: Callable[[str], None],
     on_status: Callable[[dict[str, Any]], None] | None = None,
     poll_seconds: float = 1.0,
+    outage_seconds: float = 120.0,
 ) -> dict[str, Any]:
     """Stream the sandbox's logs and status changes until the evaluation ends.
 
+    Args:
+        outage_seconds: How long the platform may stay unreachable before following stops.
+
     Returns:
         The final record (terminal status).
+
+    Raises:
+        PlatformError: The platform stayed unreachable for `outage_seconds`.
     """
     printed = ""
     last_status = None
+    last_answer = time.monotonic()
     while True:
         try:
             record = get(client, evaluation_id)
@@ -112,10 +120,16 @@ def follow(
                 if on_status is not None:
                     on_status(record)
             text = logs(client, evaluation_id)
-        except (PlatformUnreachable, RetryableAPIError):
-            # An outage of the platform pauses following; it does not end it.
+        except (PlatformUnreachable, RetryableAPIError) as e:
+            # A short outage of the platform pauses following; a long one ends it.
+            if time.monotonic() - last_answer > outage_seconds:
+                raise PlatformError(
+                    f"The platform stopped answering while following {evaluation_id} ({e}); "
+                    "check that it runs, then `proctor hosted logs --follow` again."
+                ) from e
             time.sleep(poll_seconds)
             continue
+        last_answer = time.monotonic()
         added = new_text(printed, text)
         if added:
             on_logs(added)

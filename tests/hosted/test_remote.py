@@ -1,0 +1,43 @@
+"""Client-side following: new log text from full or cut logs, and giving up on a dead platform."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proctor.errors import ConfigError, PlatformError
+from proctor.hosted import remote
+from proctor.hosted.sandbox import tail_text
+from tests.procs import free_port
+
+
+def test_new_text_from_growing_and_cut_logs() -> None:
+    assert remote.new_text("", "a\nb\n") == "a\nb\n"
+    assert remote.new_text("a\nb\n", "a\nb\nc\n") == "c\n"
+    assert remote.new_text("a\nb\n", "a\nb\n") == ""
+    full = "".join(f"line-{i:05d}\n" for i in range(3000))
+    printed = full[:20000]
+    grown = full + "tail-1\ntail-2\n"
+    cut = tail_text(grown.encode(), 25000)  # the endpoint's tail, behind its marker line
+    assert remote.new_text(printed, cut) == grown[20000:]
+
+
+def test_follow_gives_up_when_the_platform_stays_down() -> None:
+    client = remote.connect(f"http://127.0.0.1:{free_port()}", "pk_test")
+    try:
+        with pytest.raises(PlatformError, match="stopped answering"):
+            remote.follow(
+                client, "ev-1", on_logs=lambda _: None, poll_seconds=0.05, outage_seconds=0.2
+            )
+    finally:
+        client.close()
+
+
+def test_connect_without_a_key_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("PROCTOR_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match="PROCTOR_API_KEY"):
+        remote.connect("http://127.0.0.1:1")
