@@ -158,3 +158,19 @@ def test_concurrent_writers_get_dense_sequence_numbers(api: Api) -> None:
     assert record["min_score"] == 0.0 and record["max_score"] == 0.9
     ids = [s["sample_id"] for s in stored(api, evaluation_id)]
     assert len(ids) == len(set(ids)) == 200
+
+
+def test_replays_inside_a_batch_leave_no_holes_in_the_order(api: Api) -> None:
+    evaluation_id = api.create()
+    post_samples(api, evaluation_id, [{"sample_id": "a"}, {"sample_id": "b"}])
+    batch = [{"sample_id": s} for s in ("x", "a", "y", "b", "z")]
+    assert post_samples(api, evaluation_id, batch).json()["inserted"] == 3
+    pages = [
+        api.get(f"/evaluations/{evaluation_id}/samples", params={"page": p, "limit": 2}).json()
+        for p in (1, 2, 3)
+    ]
+    assert [[s["sample_id"] for s in page["samples"]] for page in pages] == [
+        ["a", "b"],
+        ["x", "y"],
+        ["z"],
+    ]

@@ -158,7 +158,7 @@ class Sample(Base):
         Index(
             "ix_samples_evaluation_example", "evaluation_id", "example_id", "reward", "has_error"
         ),
-        Index("ix_samples_evaluation_reward", "evaluation_id", "reward"),
+        Index("ix_samples_evaluation_reward", "evaluation_id", "reward", "id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Integer, String, case, cast, func, or_, select, true
+from sqlalchemy import Integer, String, bindparam, case, cast, func, or_, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -91,36 +91,42 @@ def ids_with_status(session: Session, status: str) -> list[str]:
     return list(session.scalars(select(Evaluation.id).where(Evaluation.status == status)))
 
 
-def existing_sample_ids(
-    session: Session, evaluation_id: str, sample_ids: Sequence[str]
-) -> set[str]:
-    """Which of `sample_ids` the evaluation already stores."""
-    found: set[str] = set()
-    for start in range(0, len(sample_ids), CHUNK):
-        chunk = sample_ids[start : start + CHUNK]
-        found.update(
-            session.scalars(
-                select(Sample.sample_id).where(
-                    Sample.evaluation_id == evaluation_id, Sample.sample_id.in_(chunk)
-                )
-            )
-        )
-    return found
+def insert_samples(session: Session, rows: list[dict[str, Any]]) -> set[str]:
+    """Insert sample rows, skipping any `(evaluation_id, sample_id)` already stored.
 
-
-def insert_samples(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Insert sample rows, skipping any `(evaluation_id, sample_id)` already stored."""
+    One `INSERT ... ON CONFLICT DO NOTHING RETURNING sample_id` for the batch (SQLAlchemy
+    sends it as multi-row VALUES); returns the ids actually inserted.
+    """
     if not rows:
-        return
+        return set()
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(Sample.metadata.tables["samples"]).on_conflict_do_nothing(
-        index_elements=["evaluation_id", "sample_id"]
+    table = Sample.metadata.tables["samples"]
+    statement = (
+        insert(table)
+        .on_conflict_do_nothing(index_elements=["evaluation_id", "sample_id"])
+        .returning(table.c.sample_id)
     )
-    # Core (not ORM bulk) insert: the rows are plain dicts and this is the ingest hot path.
+    # Core, not the ORM: the rows are plain dicts and this is the ingest hot path.
+    result = session.connection().execute(statement, rows)
+    return set(result.scalars())
+
+
+def renumber_samples(session: Session, evaluation_id: str, moves: list[tuple[str, int]]) -> None:
+    """Give samples new `seq` numbers; `moves` must be in ascending order of new number.
+
+    Used when a batch had replays: the rows after a skipped one move down to close the gap.
+    Moving in ascending order never collides with the `(evaluation_id, seq)` uniqueness.
+    """
+    table = Sample.metadata.tables["samples"]
+    statement = (
+        update(table)
+        .where(table.c.evaluation_id == evaluation_id, table.c.sample_id == bindparam("sid"))
+        .values(seq=bindparam("new_seq"))
+    )
     connection = session.connection()
-    for start in range(0, len(rows), CHUNK):
-        connection.execute(statement, rows[start : start + CHUNK])
+    for sample_id, seq in moves:
+        connection.execute(statement, {"sid": sample_id, "new_seq": seq})
 
 
 def sample_page(session: Session, evaluation_id: str, first_seq: int, last_seq: int) -> list[str]:

@@ -1,9 +1,10 @@
 """Appending and paging samples: the ingest hot path.
 
 One batch is one transaction: the evaluation row is locked (`FOR UPDATE` on PostgreSQL;
-SQLite writers are serialised), replays are filtered out, the rest inserted with one
-multi-row `INSERT ... ON CONFLICT DO NOTHING` and dense `seq` numbers taken from the
-evaluation's counter, and the counters are updated. Samples are validated with plain
+SQLite writers are serialised), the batch is inserted with one multi-row
+`INSERT ... ON CONFLICT DO NOTHING RETURNING` with `seq` numbers taken from the evaluation's
+counter, replays (the rare case) are closed up so `seq` stays dense, and the counters are
+updated. Samples are validated with plain
 checks rather than a pydantic model per sample, and stored as the exact JSON text sent.
 """
 
@@ -120,20 +121,26 @@ def append_samples(
             f"Evaluation {evaluation_id} is {evaluation.status}; it takes no more samples.",
             code="evaluation_closed",
         )
-    existing = repository.existing_sample_ids(
-        session, evaluation_id, [r["sample_id"] for r in rows]
-    )
-    fresh = [row for row in rows if row["sample_id"] not in existing]
+    base = evaluation.total_samples
+    for offset, row in enumerate(rows, start=1):
+        row["seq"] = base + offset
+    inserted = repository.insert_samples(session, rows)
+    fresh = [row for row in rows if row["sample_id"] in inserted]
+    if len(fresh) < len(rows):
+        # Replays were skipped and left holes in `seq`: close them, keeping the order.
+        moves = [
+            (row["sample_id"], base + i)
+            for i, row in enumerate(fresh, start=1)
+            if row["seq"] != base + i
+        ]
+        repository.renumber_samples(session, evaluation_id, moves)
     if fresh:
-        seq = evaluation.total_samples
-        rewards: list[float] = []
-        for row in fresh:
-            seq += 1
-            row["seq"] = seq
-            if row["reward"] is not None and math.isfinite(row["reward"]):
-                rewards.append(row["reward"])
-        repository.insert_samples(session, fresh)
-        evaluation.total_samples = seq
+        rewards = [
+            row["reward"]
+            for row in fresh
+            if row["reward"] is not None and math.isfinite(row["reward"])
+        ]
+        evaluation.total_samples = base + len(fresh)
         if rewards:
             evaluation.reward_sum += sum(rewards)
             evaluation.reward_count += len(rewards)

@@ -5,8 +5,8 @@ Revises: 0001
 Create Date: 2026-12-01 00:55:00
 
 The dashboard reads one evaluation's reward histogram, per-example pass@k and errored count
-and sorts its samples by reward. Without these, each is a scan of the evaluation's sample
-rows (data included); with them, covering index range scans.
+and sorts its samples by reward (ties by id, so without a sort step). Without these, each
+is a scan of the evaluation's sample rows (data included); with them, index range scans.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def upgrade() -> None:
         unique=False,
     )
     op.create_index(
-        "ix_samples_evaluation_reward", "samples", ["evaluation_id", "reward"], unique=False
+        "ix_samples_evaluation_reward", "samples", ["evaluation_id", "reward", "id"], unique=False
     )
 
 
