@@ -15,9 +15,6 @@ from sqlalchemy.sql.elements import ColumnElement
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation, Sample
 
-# Keeps `IN (...)` lists and multi-row VALUES under SQLite's bound-parameter limit.
-CHUNK = 500
-
 
 def visible_to(principal: Principal) -> ColumnElement[bool]:
     """Filter for evaluations the principal may see: its user's, its teams', public ones."""
