@@ -129,3 +129,15 @@ def test_server_without_keys_says_how_to_create_the_first(tmp_path: Path) -> Non
     finally:
         assert_graceful_stop(proc)
     assert "proctor keys create" in proc.output()
+
+
+def test_an_unreachable_database_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    result = cli(
+        "server",
+        "migrate",
+        env={"PROCTOR_DATABASE_URL": f"postgresql://nobody:secret@127.0.0.1:{port}/x"},
+    )
+    assert result.returncode == 2
+    assert "PROCTOR_DATABASE_URL" in result.stderr and "Traceback" not in result.stderr
+    assert "secret" not in result.stderr

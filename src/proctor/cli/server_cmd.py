@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from proctor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from proctor.server.settings import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,7 +41,7 @@ def run(argv: list[str]) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from proctor.server.setup import open_database, settings_from
+    from proctor.server.setup import describe_url, open_database, settings_from
 
     try:
         settings = settings_from(
@@ -49,44 +53,26 @@ def run(argv: list[str]) -> int:
         ) from e
     if args.action == "migrate":
         open_database(settings).dispose()
-        print(f"migrations applied to {_describe(settings.resolved_database_url())}")
+        print(f"migrations applied to {describe_url(settings.resolved_database_url())}")
         return 0
     return serve(settings)
 
 
-def _describe(url: str) -> str:
-    # Never print a password from the database URL.
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def serve(settings: object) -> int:
+def serve(settings: Settings) -> int:
     """Prepare the database, then run uvicorn until SIGTERM/SIGINT."""
     import uvicorn
 
     from proctor.server.app import create_app
     from proctor.server.auth import service as auth
-    from proctor.server.settings import Settings
-    from proctor.server.setup import prepare_database
+    from proctor.server.setup import open_database, prepare_database
 
-    assert isinstance(settings, Settings)
-    db = None
+    db = open_database(settings)
     try:
-        from proctor.server.db.session import make_session_factory
-
-        db = make_session_factory(settings)
         prepare_database(settings, db)
         with db.read() as session:
             has_keys = auth.has_keys(session)
-    except Exception as e:
-        raise ConfigError(
-            f"Cannot open the database {_describe(settings.resolved_database_url())} ({e}); "
-            "check PROCTOR_DATABASE_URL or --data-dir."
-        ) from e
     finally:
-        if db is not None:
-            db.dispose()
+        db.dispose()
     if not has_keys:
         print(
             "No API key exists yet: create one with "

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from proctor.errors import ConfigError
 from proctor.server import migrations
 from proctor.server.auth import service as auth
-from proctor.server.db.session import Database
+from proctor.server.db.session import Database, make_session_factory
 from proctor.server.evaluations.service import complete_pending_statistics
 from proctor.server.settings import Settings
 
@@ -29,12 +33,32 @@ def prepare_database(settings: Settings, db: Database) -> None:
         logger.info("completed %d evaluation(s) left PROCESSING by an earlier run", completed)
 
 
-def open_database(settings: Settings) -> Database:
-    """The settings' database, migrated to the latest schema (for CLI commands)."""
-    from proctor.server.db.session import make_session_factory
+def describe_url(url: str) -> str:
+    """A database URL fit to print: the password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
 
-    db = make_session_factory(settings)
-    migrations.upgrade(db.write_engine)
+
+def _first_line(error: BaseException) -> str:
+    cause = getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines()
+    return lines[0] if lines else type(cause).__name__
+
+
+def open_database(settings: Settings) -> Database:
+    """The settings' database, migrated to the latest schema.
+
+    Raises:
+        ConfigError: The database cannot be reached, created or migrated.
+    """
+    url = settings.resolved_database_url()
+    try:
+        db = make_session_factory(settings)
+        migrations.upgrade(db.write_engine)
+    except (OSError, SQLAlchemyError) as e:
+        raise ConfigError(
+            f"Cannot open the database {describe_url(url)} ({_first_line(e)}); "
+            "check PROCTOR_DATABASE_URL or --data-dir."
+        ) from e
     return db
 
 
