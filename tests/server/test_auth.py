@@ -145,3 +145,11 @@ def test_whoami_lists_the_users_teams(api: Api) -> None:
     body = api.get("/user/whoami", alice).json()["data"]
     assert body["slug"] == "alice" and [t["teamId"] for t in body["teams"]] == ["red"]
     assert [t["slug"] for t in api.get("/user/teams", alice).json()["data"]] == ["red"]
+
+
+def test_a_scoped_key_made_by_the_cli_service_acts_as_the_evaluations_owner(api: Api) -> None:
+    owner = api.key("owner")
+    target = api.create(owner, name="target")
+    scoped = api.key("sandbox-key", evaluation=target)
+    assert api.get(f"/evaluations/{target}", scoped).status_code == 200
+    assert api.get("/evaluations/", scoped).status_code == 403

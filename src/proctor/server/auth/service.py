@@ -97,7 +97,8 @@ def create_key(
     Args:
         session: A write session.
         name: The key's display name.
-        user_name: The owning user; defaults to `name`.
+        user_name: The owning user; defaults to the evaluation's owner for a scoped key,
+            else to `name`.
         team_id: A team the user is added to, so the key sees that team's evaluations.
         is_admin: Whether the key sees and may change everything.
         evaluation_id: Limit the key to this one evaluation.
@@ -107,11 +108,16 @@ def create_key(
     """
     if not name.strip():
         raise ConfigError("A key needs a name; pass --name NAME.")
-    user = ensure_user(session, user_name or name, is_admin=is_admin)
+    evaluation = None if evaluation_id is None else session.get(Evaluation, evaluation_id)
+    if evaluation_id is not None and evaluation is None:
+        raise ConfigError(f"There is no evaluation with id {evaluation_id!r}; check the id.")
+    owner = None
+    if evaluation is not None and user_name is None:
+        # A key scoped to an evaluation acts as its owner, so that it can reach it.
+        owner = repository.user_by_id(session, evaluation.user_id)
+    user = owner or ensure_user(session, user_name or name, is_admin=is_admin)
     if team_id is not None:
         add_member(session, team_id, user.name)
-    if evaluation_id is not None and session.get(Evaluation, evaluation_id) is None:
-        raise ConfigError(f"There is no evaluation with id {evaluation_id!r}; check the id.")
     secret = generate_secret()
     key = _add_key(
         session, secret, name=name, user=user, is_admin=is_admin, scope_evaluation_id=evaluation_id
