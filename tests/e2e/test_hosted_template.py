@@ -117,3 +117,23 @@ def test_create_validates_input_with_json_errors(template_platform: Platform) ->
     ):
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "not_hosted"
     wait_status(client, plain["evaluation_id"], ("RUNNING",))
+
+
+def test_one_evaluation_per_environment(template_platform: Platform) -> None:
+    client = template_platform.client()
+    body = {
+        "environment_ids": ["alphabet-sort", "reverse-text"],
+        "inference_model": "demo",
+        "eval_config": {"num_examples": 1, "rollouts_per_example": 1},
+        "name": "pair",
+    }
+    answer = client.post("/hosted-evaluations", json=body)
+    assert answer.status_code == 200, answer.text
+    ids = answer.json()["evaluation_ids"]
+    assert len(ids) == 2 and answer.json()["evaluation_id"] == ids[0]
+    records = [client.get(f"/evaluations/{i}").json() for i in ids]
+    assert [r["environment_names"] for r in records] == [["alphabet-sort"], ["reverse-text"]]
+    assert [r["name"] for r in records] == ["pair--alphabet-sort", "pair--reverse-text"]
+    assert [r["metadata"]["environment"] for r in records] == ["alphabet-sort", "reverse-text"]
+    for evaluation_id in ids:  # the stand-in command uploads nothing
+        assert wait_closed(client, template_platform, evaluation_id)["status"] == "FAILED"
