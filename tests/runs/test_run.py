@@ -172,16 +172,18 @@ def test_non_finite_numbers_arrive_as_null(tmp_path: Path, online: Platform) -> 
 
 
 def test_backpressure_spools_instead_of_dropping(tmp_path: Path, online: Platform) -> None:
-    # A 2-call queue and a long batch interval: most calls overflow to the producer's own
-    # spool appends; none may be lost or sent twice.
+    # A 2-call queue: most calls overflow to the producer's own spool appends. Full batches of
+    # 500 go out at once; the last 10 records wait (30 s interval) until finish() drains them.
+    # None may be lost or sent twice.
     options = runs.UploaderOptions(queue_size=2, batch_interval=30.0, max_batch_samples=500)
     run = _init(tmp_path, upload=options)
-    records = [make_record(i, run_id=run.id) for i in range(2000)]
+    records = [make_record(i, run_id=run.id) for i in range(2010)]
     for record in records:
         run.log_episodes([record])
-    assert run.counters.sent < 2000
+    assert run.counters.logged == 2010
+    assert run.counters.sent <= 2000
     run.finish()
-    assert run.counters.sent == 2000 and run.counters.pending == 0
+    assert run.counters.sent == 2010 and run.counters.pending == 0
     ids = [s["sample_id"] for s in all_samples(online, run.id)]
     assert sorted(ids) == sorted(r["id"] for r in records)
 
