@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from proctor.hosted.config import LauncherSettings
 from proctor.hosted.launcher import Launcher
@@ -254,3 +255,55 @@ def _group_alive(pgid: int | None) -> bool:
     return any(
         _pgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE for p in psutil.process_iter()
     )
+
+
+class _Crash(BaseException):
+    """Stands in for the launcher process dying at one exact point."""
+
+
+class _DyingDatabase:
+    """The launcher's database, until `die` is set: then every write "kills" the launcher."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.die = False
+
+    def read(self) -> Any:
+        return self.db.read()
+
+    def write(self) -> Any:
+        if self.die:
+            raise _Crash
+        return self.db.write()
+
+
+def test_launcher_dying_between_start_and_record_does_not_orphan_the_sandbox(
+    db: Database, tmp_path: Path
+) -> None:
+    evaluation_id = _create(db)
+    dying_db = _DyingDatabase(db)
+    dying = Launcher(
+        dying_db,  # type: ignore[arg-type]
+        _settings(command="echo started >> ../starts; sleep 1; exit 4"),
+        api_url="http://127.0.0.1:9",
+        data_dir=tmp_path,
+        launcher_id="L1",
+    )
+    real_start = dying.backend.start
+
+    def start_then_die(spec: Any) -> Any:
+        handle = real_start(spec)
+        dying_db.die = True  # the write that records the handle never happens
+        return handle
+
+    dying.backend.start = start_then_die  # type: ignore[method-assign]
+    with pytest.raises(_Crash):
+        dying.tick()
+    assert _record(db, evaluation_id)[1].sandbox_handle is None
+    restarted = _launcher(db, tmp_path, "echo started >> ../starts; exit 0", launcher_id="L1")
+    _tick_until(restarted, lambda: _record(db, evaluation_id)[1].ended_at is not None)
+    evaluation, hosted = _record(db, evaluation_id)
+    assert evaluation.status == "FAILED" and "code 4" in (evaluation.error_message or "")
+    assert hosted.sandbox_handle is not None
+    starts = (tmp_path / "sandboxes" / evaluation_id / "starts").read_text()
+    assert starts == "started\n"  # adopted, not started a second time

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from proctor.errors import ProctorError
@@ -178,6 +177,9 @@ class Launcher:
                 hosted.launcher_id = self.launcher_id
                 hosted.heartbeat_at = now
                 if hosted.sandbox_handle is None:
+                    # Started, but the launcher died before it recorded the handle?
+                    self._restore_handle(hosted)
+                if hosted.sandbox_handle is None:
                     self._release_unstarted(session, hosted, evaluation, now)
                     continue
                 if hosted.backend != self.backend.name:
@@ -186,6 +188,9 @@ class Launcher:
                     continue
                 handle = SandboxHandle.from_token(
                     self.backend.name, hosted.sandbox_handle, log_path=hosted.log_path
+                )
+                repository.set_status_if_open(
+                    session, hosted.evaluation_id, "RUNNING", now, from_statuses=("PENDING",)
                 )
                 logger.info(
                     "launcher %s adopts the sandbox of %s", self.launcher_id, hosted.evaluation_id
@@ -197,6 +202,21 @@ class Launcher:
                     hosted.timeout_minutes,
                     hosted.expected_samples,
                 )
+
+    def _box(self, evaluation_id: str) -> Path:
+        return self.data_dir / "sandboxes" / evaluation_id
+
+    def _restore_handle(self, hosted: HostedEvaluation) -> None:
+        """Take the handle from the file written right after the start, if there is one."""
+        try:
+            token = (self._box(hosted.evaluation_id) / "handle").read_text().strip()
+        except OSError:
+            return
+        if token:
+            hosted.sandbox_handle = token
+            hosted.backend = self.backend.name
+            if self.backend.name == "local":
+                hosted.log_path = str(self._box(hosted.evaluation_id) / "sandbox.log")
 
     def _release_unstarted(
         self, session: Session, hosted: HostedEvaluation, evaluation: Evaluation, now: datetime
@@ -220,15 +240,10 @@ class Launcher:
         free = self.settings.max_sandboxes - len(self._watched)
         if free <= 0:
             return
+        # A cheap read first: the claim takes the write lock, which SQLite has only one of.
         with self.db.read() as session:
-            waiting = session.scalar(
-                select(func.count())
-                .select_from(HostedEvaluation)
-                .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
-                .where(Evaluation.status == "PENDING", HostedEvaluation.launcher_id.is_(None))
-            )
-        if not waiting:
-            return
+            if not repository.has_unclaimed(session):
+                return
         with self.db.write() as session:
             claimed = [
                 (hosted.evaluation_id, evaluation.user_id)
@@ -279,7 +294,7 @@ class Launcher:
             if value and config.api_key_var in self.settings.forwarded_names():
                 env[config.api_key_var] = value
         env.update(secrets)
-        box = self.data_dir / "sandboxes" / evaluation_id
+        box = self._box(evaluation_id)
         spec = SandboxSpec(
             evaluation_id=evaluation_id,
             command=command,
@@ -288,6 +303,9 @@ class Launcher:
             log_path=box / "sandbox.log",
         )
         handle = self.backend.start(spec)
+        # Recorded at once, so a launcher dying before the database write cannot orphan it.
+        box.mkdir(parents=True, exist_ok=True)
+        (box / "handle").write_text(handle.token())
         now = utcnow()
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)

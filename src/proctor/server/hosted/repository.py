@@ -30,6 +30,17 @@ def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluat
     return None if row is None else (row[0], row[1])
 
 
+def has_unclaimed(session: Session) -> bool:
+    """Whether any PENDING hosted evaluation waits for a launcher."""
+    found = session.execute(
+        select(HostedEvaluation.evaluation_id)
+        .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
+        .where(Evaluation.status == "PENDING", HostedEvaluation.launcher_id.is_(None))
+        .limit(1)
+    ).first()
+    return found is not None
+
+
 def claim_pending(
     session: Session, launcher_id: str, limit: int, now: datetime
 ) -> list[tuple[HostedEvaluation, Evaluation]]:
