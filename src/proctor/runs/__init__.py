@@ -9,6 +9,22 @@ it exists, is still open and that this key may write to it. Every record passes 
 local spool (`<run_dir>/platform/<id>/`) before it is sent, and leaves it only when the
 server acknowledged it; `sync_run_dir` (`proctor runs sync RUN_DIR`) sends whatever a dead
 process left behind.
+
+What survives a SIGKILL, by where a record is when the process dies (the engine appends each
+record to `traces.jsonl` and flushes it before `log_episodes`):
+
+1. in the hand-off queue (memory): lost to the SDK, but in `traces.jsonl`; `proctor runs
+   sync` finds every record of the run missing from the spool there and sends it;
+2. appended to `platform/<id>/spool.jsonl` (flushed to the OS): kept; a torn last line is cut
+   on reopen (its record is still in `traces.jsonl`). A process that attaches again with the
+   same run directory, or `proctor runs sync`, sends every line past the acked offset;
+3. sent, but the ack not yet recorded: sent again later; the server stores it once
+   (`sample_id` is its idempotency key);
+4. acknowledged: `spool.acked` is past it; nothing left to do.
+
+The spool is fsynced before each upload, so whatever reached the server is also on disk; a
+power loss can only lose lines never sent, which `traces.jsonl` still holds if the engine's
+own writes reached the disk.
 """
 
 from proctor.runs._client import PlatformClient, PlatformUnreachable, RetryableAPIError
