@@ -26,9 +26,11 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -150,8 +152,7 @@ class Launcher:
         if self._watched:
             with self.db.read() as session:
                 states = repository.watch_states(session, list(self._watched))
-            for watched in list(self._watched.values()):
-                self._watch(watched, states.get(watched.evaluation_id))
+            self._watch_all(states)
         self._launch_pending()
         if self._watched and now - self._last_heartbeat >= self.settings.stale_seconds / 4:
             self._last_heartbeat = now
@@ -328,28 +329,46 @@ class Launcher:
 
     # -- watching --------------------------------------------------------------------------
 
-    def _watch(self, watched: _Watched, record: tuple[str, bool] | None) -> None:
-        """Stop, time out or close one sandbox; `record` is its (status, cancel requested)."""
-        if record is None:
-            self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
-            self._watched.pop(watched.evaluation_id, None)
-            return
-        status, cancel = record
-        if cancel or status in _STOP_STATUSES:
-            logger.info("stopping the sandbox of %s (status %s)", watched.evaluation_id, status)
-            self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
-            self._finish(watched, self.backend.poll(watched.handle), cancelled=True)
-            return
-        if watched.timeout_minutes is not None:
-            limit = watched.started_at + timedelta(minutes=watched.timeout_minutes)
-            if utcnow() >= limit:
+    def _watch_all(self, records: dict[str, tuple[str, bool]]) -> None:
+        """Poll every watched sandbox; stop the cancelled and timed-out ones side by side."""
+        to_stop: list[tuple[_Watched, Literal["gone", "cancelled", "timed_out"]]] = []
+        now = utcnow()
+        for watched in list(self._watched.values()):
+            record = records.get(watched.evaluation_id)
+            if record is None:
+                to_stop.append((watched, "gone"))
+                continue
+            status, cancel = record
+            if cancel or status in _STOP_STATUSES:
+                logger.info("stopping the sandbox of %s (%s)", watched.evaluation_id, status)
+                to_stop.append((watched, "cancelled"))
+                continue
+            if watched.timeout_minutes is not None and now >= watched.started_at + timedelta(
+                minutes=watched.timeout_minutes
+            ):
                 logger.info("the sandbox of %s timed out", watched.evaluation_id)
-                self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
-                self._finish(watched, self.backend.poll(watched.handle), timed_out=True)
-                return
-        state = self.backend.poll(watched.handle)
-        if not state.running:
-            self._finish(watched, state)
+                to_stop.append((watched, "timed_out"))
+                continue
+            state = self.backend.poll(watched.handle)
+            if not state.running:
+                self._finish(watched, state)
+        if not to_stop:
+            return
+        # Each stop may wait out its grace period: do them at once, not one after another.
+        with ThreadPoolExecutor(max_workers=min(16, len(to_stop))) as pool:
+            list(pool.map(lambda item: self._stop_sandbox(item[0]), to_stop))
+        for watched, why in to_stop:
+            if why == "gone":
+                self._watched.pop(watched.evaluation_id, None)
+                continue
+            state = self.backend.poll(watched.handle)
+            self._finish(watched, state, cancelled=why == "cancelled", timed_out=why == "timed_out")
+
+    def _stop_sandbox(self, watched: _Watched) -> None:
+        try:
+            self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
+        except Exception:
+            logger.exception("stopping the sandbox of %s failed", watched.evaluation_id)
 
     def _finish(
         self,
