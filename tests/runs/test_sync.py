@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import _thread
 import json
 import logging
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
 from proctor import runs
 from tests.conftest import Platform
-from tests.procs import PROCTOR
+from tests.procs import PROCTOR, wait_http
 from tests.runs.support import (
     all_samples,
     create_launcher_evaluation,
@@ -183,3 +185,32 @@ def test_a_restarted_process_sends_what_the_spool_still_holds(
     assert sorted(s["sample_id"] for s in all_samples(online, eid)) == sorted(
         [*spooled[:5], fresh["id"]]
     )
+
+
+def test_ctrl_c_while_draining_leaves_the_finish_to_sync(
+    tmp_path: Path, platform: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCTOR_API_URL", platform.url)
+    monkeypatch.setenv("PROCTOR_API_KEY", platform.api_key)
+    run_dir = tmp_path / "run"
+    run = runs.init(
+        name="ctrl-c", environments=["alphabet-sort"], model="demo", config={}, run_dir=run_dir
+    )
+    records = [make_record(i, run_id=run.id) for i in range(3)]
+    run.log_episodes(records)
+    platform.process.kill()  # the platform is gone: the drain can only wait
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run.finish(status="cancelled", error="interrupted", timeout=60)
+    timer.join()
+    state = json.loads((run_dir / "platform" / run.id / "run.json").read_text())
+    assert state["phase"] == "finish_pending"
+    assert state["pending_finish"]["status"] == "cancelled"
+    platform.process.start()
+    wait_http(f"{platform.url}/healthz", proc=platform.process.proc, timeout=60)
+    (report,) = runs.sync_run_dir(run_dir)
+    assert (report.sent, report.pending, report.action) == (3, 0, "marked CANCELLED")
+    record = get_evaluation(platform, run.id)
+    assert (record["status"], record["error_message"]) == ("CANCELLED", "interrupted")
+    assert len(all_samples(platform, run.id)) == 3

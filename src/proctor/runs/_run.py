@@ -150,7 +150,18 @@ class Run:
         if uploader is None or state is None or client is None or self.directory is None:
             return
         wait = self.finish_timeout if timeout is None else timeout
-        drained = uploader.drain(wait)
+        try:
+            drained = uploader.drain(wait)
+        except BaseException:
+            # A second Ctrl-C while draining: leave the finish to `proctor runs sync`.
+            uploader.close()
+            state.phase, state.pid = "finish_pending", None
+            state.pending_finish = PendingFinish(
+                status=status, error=error, summary={**self._acc.summary(), **dict(summary or {})}
+            )
+            state.save(self.directory)
+            log.warning("uploads interrupted; finish them with: %s", self.sync_command())
+            raise
         uploader.close()
         doc = {**self._acc.summary(), **dict(summary or {})}
         finished = False
