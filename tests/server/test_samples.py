@@ -65,6 +65,8 @@ def test_samples_page_is_a_dense_range_with_has_more(api: Api) -> None:
         [],
     ]
     assert [page["has_more"] for page in pages] == [True, True, False, False]
+    far = api.get(f"/evaluations/{evaluation_id}/samples", params={"page": 10**8, "limit": 1000})
+    assert far.status_code == 200 and far.json()["samples"] == []
     assert all(page["total"] == 8 and page["limit"] == 3 for page in pages)
     assert pages[1]["page"] == 2
 

@@ -166,6 +166,10 @@ def samples_page(
 ) -> tuple[list[str], int]:
     """Raw JSON of one page of samples (1-based `page`) and the total stored."""
     evaluation = get_visible(session, principal, evaluation_id)
+    total = evaluation.total_samples
     first = (page - 1) * limit + 1
-    rows = repository.sample_page(session, evaluation_id, first, first + limit - 1)
-    return rows, evaluation.total_samples
+    if first > total:
+        # Past the end: nothing to read (and no out-of-range number reaches the database).
+        return [], total
+    rows = repository.sample_page(session, evaluation_id, first, min(first + limit - 1, total))
+    return rows, total
