@@ -16,13 +16,12 @@ from proctor.runs._client import PlatformClient
 from proctor.runs._evaluations import check_attachable, close_evaluation, create_evaluation
 from proctor.runs._settings import load_settings
 from proctor.runs._spool import Spool
-from proctor.runs._state import PendingFinish, RunState, spool_dir
+from proctor.runs._state import PendingFinish, RunState, RunStatus, spool_dir
 from proctor.runs._summary import SummaryAccumulator
 from proctor.runs._uploader import RunCounters, Uploader, UploaderOptions
 
 log = logging.getLogger(__name__)
 
-RunStatus = Literal["completed", "failed", "cancelled"]
 OnError = Literal["warn", "raise"]
 
 DEFAULT_FINISH_TIMEOUT_S = 120.0

@@ -12,6 +12,7 @@ STATE_FILE = "run.json"
 PLATFORM_DIR = "platform"
 
 RunPhase = Literal["open", "finish_pending", "finished"]
+RunStatus = Literal["completed", "failed", "cancelled"]
 
 
 class PendingFinish(BaseModel):
@@ -19,7 +20,7 @@ class PendingFinish(BaseModel):
 
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    status: Literal["completed", "failed", "cancelled"]
+    status: RunStatus
     """The status the run finished with."""
     error: str | None = None
     """The failure reason, for failed and cancelled runs."""

@@ -28,7 +28,7 @@ from proctor.runs._evaluations import close_evaluation
 from proctor.runs._projection import record_to_line
 from proctor.runs._settings import load_settings
 from proctor.runs._spool import Spool
-from proctor.runs._state import STATE_FILE, RunState, spool_dirs
+from proctor.runs._state import STATE_FILE, RunState, RunStatus, spool_dirs
 from proctor.runs._summary import summarize
 from proctor.runs._uploader import Uploader
 
@@ -141,20 +141,19 @@ def _sync_one(
         elif state.phase == "open" and state.attached:
             action = "samples sent; status left to the launcher"
         elif state.phase == "open":
-            done = len(records)
-            expected = state.expected_samples
-            complete = expected is not None and done >= expected
+            # The process died before finish(): finalize a complete run, else it crashed.
+            done, expected = len(records), state.expected_samples
+            status: RunStatus = "failed"
+            of = f" of {expected}" if expected is not None else ""
+            error: str | None = f"crashed: the eval process stopped after {done}{of} episodes"
+            if expected is not None and done >= expected:
+                status, error = "completed", None
             action = close_evaluation(
                 client,
                 eid,
                 attached=False,
-                status="completed" if complete else "failed",
-                error=None
-                if complete
-                else (
-                    f"crashed: the eval process stopped after {done}"
-                    f"{f' of {expected}' if expected is not None else ''} episodes"
-                ),
+                status=status,
+                error=error,
                 summary=summarize(records.values()),
                 metadata=state.config,
             )
