@@ -432,7 +432,9 @@ def test_prime_runs_init_log_finish_falls_back_to_samples(server: Platform, tmp_
             },
         },
     )
-    # Nothing lost: /traces answered service_not_enabled and the fallback took every batch.
+    # Nothing lost. HOME is empty and PRIME_* is scrubbed, so Prime Traces is not opted out:
+    # samples can only arrive through the fallback, which only a 403 `service_not_enabled`
+    # from /traces opens (any other answer retires the sink and loses the records).
     assert out["failed"] == {} and out["dropped"] == 0 and out["errors"] == []
     assert out["attached"] is False and out["status"] == "completed"
     eid = out["id"]
