@@ -313,16 +313,25 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def report(results: list[dict[str, Any]], args: argparse.Namespace, command: str) -> str:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def report(
+    results: list[dict[str, Any]], args: argparse.Namespace, command: str, load_before: str
+) -> str:
+    load = _load()
     lines = [
         "# Ingest and read benchmark",
         "",
         f"Command: `{command}`",
         "",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}; load average after the run {load} "
-        "(other work shares the cores; the client threads run on them too).",
+        f"{platform.system()} {platform.release()}; load average before the run {load_before}, "
+        f"after it {load} (other work shares the cores; the client threads run on them too). "
+        "Latencies are wall-clock and include waiting for a core; the server CPU columns "
+        "(user + system time of the server process, from psutil) are the cost of the work "
+        "itself and depend far less on the load.",
         "",
         f"Ingest: `proctor server` (uvicorn) on loopback; {args.writers} writer threads, "
         f"{args.batches} batches of {BATCH} samples (~2 KB each, ~{BATCH * 2} KB a request) per "
@@ -407,11 +416,12 @@ def main() -> int:
             parser.error("--postgres-url (or PROCTOR_TEST_POSTGRES_URL) is required")
         print("no PostgreSQL URL given; measuring SQLite only", flush=True)
         backends.remove("postgres")
+    load_before = _load()
     results = [run_backend(b, args) for b in backends]
     command = ".venv/bin/python bench/ingest.py " + " ".join(
         a if "://" not in a else "URL" for a in sys.argv[1:]
     )
-    text = report(results, args, command.strip())
+    text = report(results, args, command.strip(), load_before)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
