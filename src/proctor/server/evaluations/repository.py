@@ -273,26 +273,32 @@ def example_shapes(
     return [(int(n), int(c or 0), int(b or 0), int(k), float(m or 0.0)) for n, c, b, k, m in rows]
 
 
-def example_means(
-    session: Session, evaluation_ids: Sequence[str], *, offset: int, limit: int
-) -> list[tuple[int, str, float | None, int]]:
-    """Mean reward per `(example_id, evaluation_id)` for a page of examples (by id).
+def example_ids_after(
+    session: Session, evaluation_id: str, *, after: int | None, limit: int
+) -> list[int]:
+    """The evaluation's first `limit` distinct example ids above `after`, ascending.
 
-    The page is over the example ids any of the evaluations has; returns
-    `(example_id, evaluation_id, mean reward, rollouts)`.
+    Walks `ix_samples_evaluation_example` from `after` and stops early: the cost follows the
+    page size, not the run's size.
     """
-    page = (
-        select(Sample.example_id)
-        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.is_not(None))
-        .group_by(Sample.example_id)
-        .order_by(Sample.example_id)
-        .offset(offset)
-        .limit(limit)
-        .scalar_subquery()
+    query = select(Sample.example_id).where(
+        Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None)
     )
+    if after is not None:
+        query = query.where(Sample.example_id > after)
+    ordered = query.distinct().order_by(Sample.example_id).limit(limit)
+    return [e for e in session.scalars(ordered) if e is not None]
+
+
+def example_means(
+    session: Session, evaluation_ids: Sequence[str], example_ids: Sequence[int]
+) -> list[tuple[int, str, float | None, int]]:
+    """`(example_id, evaluation_id, mean reward, rollouts)` for these examples and runs."""
+    if not example_ids:
+        return []
     rows = session.execute(
         select(Sample.example_id, Sample.evaluation_id, func.avg(Sample.reward), func.count())
-        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.in_(page))
+        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.in_(example_ids))
         .group_by(Sample.example_id, Sample.evaluation_id)
         .order_by(Sample.example_id)
     )

@@ -392,9 +392,14 @@ def example_shapes(
 
 
 def example_means(
-    session: Session, evaluations: list[Evaluation], *, offset: int, limit: int
+    session: Session, evaluations: list[Evaluation], *, after: int | None, limit: int
 ) -> list[tuple[int, str, float | None, int]]:
-    """Mean reward per example and evaluation, for a page of example ids."""
-    return repository.example_means(
-        session, [e.id for e in evaluations], offset=offset, limit=limit
-    )
+    """Mean reward per example and evaluation for the first `limit` example ids above `after`.
+
+    The page is over the example ids any of the (already visible) evaluations has.
+    """
+    ids: set[int] = set()
+    for evaluation in evaluations:
+        ids.update(repository.example_ids_after(session, evaluation.id, after=after, limit=limit))
+    page = sorted(ids)[:limit]
+    return repository.example_means(session, [e.id for e in evaluations], page)
