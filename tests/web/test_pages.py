@@ -283,9 +283,14 @@ def test_compare_highlights_per_example_differences(web: Web) -> None:
     assert rows["samples"]["values"] == [20, 5] and rows["samples"]["differs"] is True
     page = web.client.get(f"/compare?pick={seeded.own}&pick={seeded.second}")
     assert page.status_code == 200 and 'class="num best"' in page.text
-    paged = web.client.get(f"/compare?ids={seeded.own},{seeded.second}&limit=2&format=json")
-    assert [r["example_id"] for r in paged.json()["examples"]] == [0, 1]
-    assert paged.json()["has_more"] is True
+    base = f"/compare?ids={seeded.own},{seeded.second}&limit=2&format=json"
+    first = web.client.get(base).json()
+    assert [r["example_id"] for r in first["examples"]] == [0, 1] and first["next_after"] == 1
+    second = web.client.get(f"{base}&after=1").json()
+    assert [r["example_id"] for r in second["examples"]] == [2, 3]
+    last = web.client.get(f"{base}&after=3").json()
+    assert [r["example_id"] for r in last["examples"]] == [4] and last["next_after"] is None
+    assert "next →" in web.client.get(f"/compare?ids={seeded.own},{seeded.second}&limit=2").text
 
 
 def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web) -> None:
@@ -320,6 +325,7 @@ def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web) -> None:
         ("/evaluations/{own}/samples?example=x", "'example' must be an integer"),
         ("/evaluations/{own}?pass_threshold=high", "'pass_threshold' must be a number"),
         ("/compare?ids={own}", "Compare needs 2 to 6"),
+        ("/compare?ids={own},{team}&after=x", "'after' must be an integer"),
         ("/compare?ids={own},{team}", "of one environment"),
     ],
 )

@@ -330,7 +330,7 @@ def compare(
     settings: SettingsDep,
     ids: Annotated[str, Query(max_length=2000)] = "",
     pick: Annotated[list[str] | None, Query(max_length=200)] = None,
-    page: Page = 1,
+    after: Annotated[str | None, Query(max_length=24)] = None,
     limit: Limit = 100,
 ) -> Response:
     """Evaluations of one environment side by side, with per-example rewards."""
@@ -341,11 +341,11 @@ def compare(
         session,
         principal,
         ids.split(","),
-        page=page,
+        after=_integer("after", after),
         limit=limit,
         public_url=settings.resolved_public_url(),
     )
-    data["ids"] = ids
-    data["next_query"] = urlencode({"ids": ids, "page": page + 1, "limit": limit})
-    data["prev_query"] = urlencode({"ids": ids, "page": max(page - 1, 1), "limit": limit})
+    data["first_query"] = urlencode({"ids": ids, "limit": limit})
+    if data["next_after"] is not None:
+        data["next_query"] = urlencode({"ids": ids, "after": data["next_after"], "limit": limit})
     return render(request, "compare.html", data, principal)

@@ -318,11 +318,14 @@ def compare_page(
     principal: Principal,
     evaluation_ids: list[str],
     *,
-    page: int,
+    after: int | None,
     limit: int,
     public_url: str,
 ) -> dict[str, Any]:
-    """Two or more evaluations of one environment side by side, and per-example rewards."""
+    """Two or more evaluations of one environment side by side, and per-example rewards.
+
+    Examples are paged by id (`after` = the last id shown), so every page costs the same.
+    """
     ids = list(dict.fromkeys(i for i in evaluation_ids if i))
     if not 2 <= len(ids) <= COMPARE_MAX:
         raise BadRequest(
@@ -337,7 +340,8 @@ def compare_page(
             f"{', '.join(sorted(environments))}; pick evaluations of the same environment.",
             code="invalid_query",
         )
-    rows = service.example_means(session, evaluations, offset=(page - 1) * limit, limit=limit + 1)
+    # One example more than shown tells whether another page follows.
+    rows = service.example_means(session, evaluations, after=after, limit=limit + 1)
     by_example: dict[int, dict[str, float | None]] = {}
     for example_id, evaluation_id, mean, _ in rows:
         by_example.setdefault(example_id, {})[evaluation_id] = mean
@@ -347,12 +351,13 @@ def compare_page(
         present = [m for m in means if m is not None]
         spread = max(present) - min(present) if len(present) > 1 else 0.0
         examples.append({"example_id": example_id, "means": means, "spread": spread})
+    has_more = len(by_example) > limit
     return {
         "environment": environments.pop(),
         "evaluations": [evaluation_row(e, public_url) for e in evaluations],
         "metrics": _metric_table(evaluations),
         "examples": examples,
-        "page": page,
+        "after": after,
         "limit": limit,
-        "has_more": len(by_example) > limit,
+        "next_after": examples[-1]["example_id"] if has_more and examples else None,
     }
