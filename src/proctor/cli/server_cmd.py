@@ -55,10 +55,10 @@ def run(argv: list[str]) -> int:
         open_database(settings).dispose()
         print(f"migrations applied to {describe_url(settings.resolved_database_url())}")
         return 0
-    return serve(settings)
+    return serve(settings, log_level=args.log_level)
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, *, log_level: str = "info") -> int:
     """Prepare the database, then run uvicorn until SIGTERM/SIGINT."""
     import uvicorn
 
@@ -86,7 +86,7 @@ def serve(settings: Settings) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        log_level="info",
+        log_level=log_level,
         timeout_graceful_shutdown=15,
         log_config=None,
     )

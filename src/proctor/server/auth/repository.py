@@ -3,35 +3,63 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from proctor.server.db.models import ApiKey, Team, TeamMember, User
 
+# Built once: this query runs on every request, and building it costs as much as running it.
+_KEY_IDENTITY = (
+    select(
+        ApiKey.id,
+        ApiKey.revoked_at,
+        ApiKey.is_admin,
+        ApiKey.scope_evaluation_id,
+        User.id,
+        User.name,
+        TeamMember.team_id,
+    )
+    .join(User, User.id == ApiKey.user_id)
+    .outerjoin(TeamMember, TeamMember.user_id == User.id)
+    .where(ApiKey.key_hash == bindparam("key_hash"))
+)
 
-def key_with_user(session: Session, key_hash: str) -> tuple[ApiKey, User] | None:
-    """The key with this hash and its user, or None."""
-    row = session.execute(
-        select(ApiKey, User)
-        .join(User, User.id == ApiKey.user_id)
-        .where(ApiKey.key_hash == key_hash)
-    ).first()
-    return None if row is None else (row[0], row[1])
+
+@dataclass(frozen=True)
+class KeyIdentity:
+    """What authentication needs to know about a key, read as plain columns."""
+
+    key_id: str
+    revoked: bool
+    is_admin: bool
+    scope_evaluation_id: str | None
+    user_id: str
+    user_name: str
+    team_ids: tuple[str, ...]
 
 
-def key_user_and_teams(session: Session, key_hash: str) -> tuple[ApiKey, User, list[str]] | None:
-    """The key with this hash, its user and the user's team ids, in one query; or None."""
-    rows = session.execute(
-        select(ApiKey, User, TeamMember.team_id)
-        .join(User, User.id == ApiKey.user_id)
-        .outerjoin(TeamMember, TeamMember.user_id == User.id)
-        .where(ApiKey.key_hash == key_hash)
-    ).all()
+def key_identity(session: Session, key_hash: str) -> KeyIdentity | None:
+    """The key with this hash, its user and the user's teams, in one query; or None.
+
+    Selects columns rather than entities: this runs on every request, and building ORM
+    objects would cost more than the query.
+    """
+    rows = session.execute(_KEY_IDENTITY, {"key_hash": key_hash}).all()
     if not rows:
         return None
-    return rows[0][0], rows[0][1], [row[2] for row in rows if row[2] is not None]
+    key_id, revoked_at, is_admin, scope, user_id, user_name, _ = rows[0]
+    return KeyIdentity(
+        key_id=key_id,
+        revoked=revoked_at is not None,
+        is_admin=bool(is_admin),
+        scope_evaluation_id=scope,
+        user_id=user_id,
+        user_name=user_name,
+        team_ids=tuple(row[6] for row in rows if row[6] is not None),
+    )
 
 
 def team_ids_of(session: Session, user_id: str) -> list[str]:

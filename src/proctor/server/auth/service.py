@@ -192,19 +192,18 @@ def authenticate(session: Session, secret: str | None) -> Principal:
             "This call needs an API key: send `Authorization: Bearer <key>`; "
             "create one with `proctor keys create`."
         )
-    found = repository.key_user_and_teams(session, hash_key(secret))
-    if found is None or found[0].revoked_at is not None:
+    found = repository.key_identity(session, hash_key(secret))
+    if found is None or found.revoked:
         raise Unauthenticated(
             "The API key is invalid or revoked; create a new one with `proctor keys create`."
         )
-    key, user, team_ids = found
     return Principal(
-        key_id=key.id,
-        user_id=user.id,
-        user_name=user.name,
-        is_admin=key.is_admin,
-        team_ids=frozenset(team_ids),
-        scope_evaluation_id=key.scope_evaluation_id,
+        key_id=found.key_id,
+        user_id=found.user_id,
+        user_name=found.user_name,
+        is_admin=found.is_admin,
+        team_ids=frozenset(found.team_ids),
+        scope_evaluation_id=found.scope_evaluation_id,
     )
 
 

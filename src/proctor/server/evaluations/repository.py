@@ -15,6 +15,19 @@ from sqlalchemy.sql.elements import ColumnElement
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation, Sample
 
+# Built once: these run on every request (building a statement costs about as much as running it).
+_GET = select(Evaluation).where(Evaluation.id == bindparam("evaluation_id"))
+_GET_FOR_UPDATE = _GET.with_for_update()
+_PAGE = (
+    select(Sample.data)
+    .where(
+        Sample.evaluation_id == bindparam("evaluation_id"),
+        Sample.seq >= bindparam("first_seq"),
+        Sample.seq <= bindparam("last_seq"),
+    )
+    .order_by(Sample.seq)
+)
+
 
 def visible_to(principal: Principal) -> ColumnElement[bool]:
     """Filter for evaluations the principal may see: its user's, its teams', public ones."""
@@ -31,10 +44,8 @@ def visible_to(principal: Principal) -> ColumnElement[bool]:
 
 def get(session: Session, evaluation_id: str, *, for_update: bool = False) -> Evaluation | None:
     """The evaluation with this id; `for_update` locks the row (PostgreSQL) until commit."""
-    query = select(Evaluation).where(Evaluation.id == evaluation_id)
-    if for_update:
-        query = query.with_for_update()
-    return session.scalar(query)
+    query = _GET_FOR_UPDATE if for_update else _GET
+    return session.scalar(query, {"evaluation_id": evaluation_id})
 
 
 def add(session: Session, evaluation: Evaluation) -> Evaluation:
@@ -128,17 +139,8 @@ def renumber_samples(session: Session, evaluation_id: str, moves: list[tuple[str
 
 def sample_page(session: Session, evaluation_id: str, first_seq: int, last_seq: int) -> list[str]:
     """Raw JSON of the samples with `first_seq <= seq <= last_seq`, in order."""
-    return list(
-        session.scalars(
-            select(Sample.data)
-            .where(
-                Sample.evaluation_id == evaluation_id,
-                Sample.seq >= first_seq,
-                Sample.seq <= last_seq,
-            )
-            .order_by(Sample.seq)
-        )
-    )
+    params = {"evaluation_id": evaluation_id, "first_seq": first_seq, "last_seq": last_seq}
+    return list(session.scalars(_PAGE, params))
 
 
 def all_samples(session: Session, evaluation_id: str) -> Iterable[Sample]:
@@ -189,6 +191,10 @@ def sample_rows(
     if order == "seq" and example_id is not None:
         # Rollout order; also keeps the planner on the example index, not a walk of `seq`.
         query = query.order_by(Sample.rollout_number, Sample.seq)
+    elif order == "seq" and errored is not None:
+        # By example: `has_error` is read from the example index, so a run with few errors
+        # is not a walk over every sample row.
+        query = query.order_by(Sample.example_id, Sample.id)
     elif order == "seq":
         query = query.order_by(Sample.seq)
     elif order == "reward_desc":
