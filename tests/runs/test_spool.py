@@ -12,21 +12,28 @@ def _line(i: int) -> bytes:
     return json.dumps({"sample_id": f"s{i}", "x": i}).encode() + b"\n"
 
 
-def test_reads_batches_within_limits_and_acks_survive_reopen(tmp_path: Path) -> None:
+def _ids(chunk: bytes) -> list[str]:
+    return [json.loads(line)["sample_id"] for line in chunk.splitlines()]
+
+
+def test_reads_chunks_within_limits_and_acks_survive_reopen(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     spool.append([_line(i) for i in range(10)])
     assert spool.pending_records == 10
-    lines, end = spool.read_batch(0, max_bytes=10_000, max_count=4)
-    assert [json.loads(x)["sample_id"] for x in lines] == ["s0", "s1", "s2", "s3"]
-    spool.ack(end, len(lines))
-    small, _ = spool.read_batch(end, max_bytes=1, max_count=100)
-    assert len(small) == 1  # one line always fits, even over the byte limit
+    chunk, count = spool.read_chunk(0, max_bytes=10_000, max_count=4)
+    assert (_ids(chunk), count) == (["s0", "s1", "s2", "s3"], 4)
+    spool.ack(len(chunk), count)
+    small, n = spool.read_chunk(len(chunk), max_bytes=1, max_count=100)
+    assert (_ids(small), n) == (["s4"], 1)  # one line always goes, even over the byte limit
+    by_bytes, n = spool.read_chunk(len(chunk), max_bytes=len(_line(4)) * 2 + 3, max_count=100)
+    assert (_ids(by_bytes), n) == (["s4", "s5"], 2)
     spool.close()
 
     reopened = Spool(tmp_path)
-    assert reopened.acked == end and reopened.pending_records == 6
-    rest, _ = reopened.read_batch(reopened.acked, max_bytes=10_000, max_count=100)
-    assert [json.loads(x)["sample_id"] for x in rest] == [f"s{i}" for i in range(4, 10)]
+    assert reopened.acked == len(chunk) and reopened.pending_records == 6
+    rest, n = reopened.read_chunk(reopened.acked, max_bytes=10_000, max_count=100)
+    assert (_ids(rest), n) == ([f"s{i}" for i in range(4, 10)], 6)
+    assert reopened.read_chunk(reopened.size, max_bytes=10_000, max_count=100) == (b"", 0)
     reopened.close()
 
 

@@ -113,23 +113,31 @@ class Spool:
         """
         os.fsync(self._writer.fileno())
 
-    def read_batch(self, start: int, *, max_bytes: int, max_count: int) -> tuple[list[bytes], int]:
-        """Lines from byte `start` (at least one if any), within the limits; and the end offset."""
+    def read_chunk(self, start: int, *, max_bytes: int, max_count: int) -> tuple[bytes, int]:
+        """Whole lines from byte `start` within the limits (at least one if any), and their count.
+
+        One read, no per-line objects: the sender turns the chunk into a request body with a
+        single `replace` (a JSON line never holds a raw newline).
+        """
         end = self.size
+        if start >= end:
+            return b"", 0
         self._reader.seek(start)
-        lines: list[bytes] = []
-        pos = start
-        total = 0
-        while pos < end and len(lines) < max_count:
+        data = self._reader.read(min(max_bytes, end - start))
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # one line longer than max_bytes: it goes alone
+            self._reader.seek(start)
             line = self._reader.readline()
-            if not line.endswith(b"\n"):
-                break  # cannot happen below `size`; be safe anyway
-            if lines and total + len(line) > max_bytes:
-                break
-            lines.append(line)
-            total += len(line)
-            pos += len(line)
-        return lines, pos
+            return (line, 1) if line.endswith(b"\n") else (b"", 0)
+        if cut < len(data):
+            data = data[:cut]
+        count = data.count(b"\n")
+        if count > max_count:
+            pos = -1
+            for _ in range(max_count):
+                pos = data.find(b"\n", pos + 1)
+            data, count = data[: pos + 1], max_count
+        return data, count
 
     def ack(self, offset: int, records: int) -> None:
         """Record that every line before `offset` was acknowledged."""

@@ -218,43 +218,45 @@ class Uploader:
                 return
             started = time.monotonic()
             cap = self.options.max_batch_bytes - len(_ENVELOPE[0]) - len(_ENVELOPE[1])
-            lines, end = self.spool.read_batch(
+            chunk, count = self.spool.read_chunk(
                 pos, max_bytes=cap, max_count=self.options.max_batch_samples
             )
-            if not lines:
+            if not count:
                 continue
             self.spool.sync_to_disk()
-            outcome = self._deliver(lines)
+            outcome = self._deliver(chunk, count)
             if outcome in ("fatal", "aborted"):
                 with self._cond:
                     self._cond.notify_all()
                 return
-            self.spool.ack(end, len(lines))
-            pos = end
+            pos += len(chunk)
+            self.spool.ack(pos, count)
             with self._cond:
                 self._pending_since = None if pos >= self.spool.size else started
                 self._cond.notify_all()
 
-    def _deliver(self, lines: list[bytes]) -> Outcome:
-        """Send lines until acknowledged; split a refused batch to set bad samples aside."""
-        outcome = self._post(lines)
+    def _deliver(self, chunk: bytes, count: int) -> Outcome:
+        """Send `count` lines until acknowledged; split a refused batch to set bad ones aside."""
+        outcome = self._post(chunk, count)
         if outcome != "rejected":
             if outcome == "sent":
-                self.sent += len(lines)
+                self.sent += count
             return outcome
-        if len(lines) == 1:
-            self.spool.reject(lines[0])
+        if count == 1:
+            self.spool.reject(chunk)
             self.rejected += 1
             return "sent"
+        lines = chunk.splitlines(keepends=True)
         mid = len(lines) // 2
         for half in (lines[:mid], lines[mid:]):
-            result = self._deliver(half)
+            result = self._deliver(b"".join(half), len(half))
             if result in ("fatal", "aborted"):
                 return result
         return "sent"
 
-    def _post(self, lines: list[bytes]) -> Outcome:
-        body = _ENVELOPE[0] + b",".join(line[:-1] for line in lines) + _ENVELOPE[1]
+    def _post(self, chunk: bytes, count: int) -> Outcome:
+        # Lines are JSON without raw newlines, so newline -> comma makes the array body.
+        body = _ENVELOPE[0] + chunk[:-1].replace(b"\n", b",") + _ENVELOPE[1]
         attempt = 0
         while True:
             try:
@@ -274,7 +276,7 @@ class Uploader:
                     continue
                 self._note_error(str(e))
                 if isinstance(e, APIError) and e.status_code in _REJECTED_STATUSES:
-                    log.warning("the platform refused %d sample(s): %s", len(lines), e)
+                    log.warning("the platform refused %d sample(s): %s", count, e)
                     return "rejected"
                 log.error("sample uploads stopped; the spool keeps the rest: %s", e)
                 self.fatal = e
