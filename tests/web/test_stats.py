@@ -1,0 +1,58 @@
+"""Statistics of the evaluation page: pass@k arithmetic and histogram edges."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from proctor.server.web.stats import HISTOGRAM_BUCKETS, pass_at_k
+from tests.web.conftest import Web, tool_sample
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (4, 0, 1, 0.0),
+        (4, 1, 1, 0.25),
+        (4, 1, 2, 0.5),  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+        (4, 2, 2, 1 - 1 / 6),
+        (4, 3, 2, 1.0),
+        (4, 4, 4, 1.0),
+        (200, 1, 1, 1 / 200),
+    ],
+)
+def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+    if k <= n:
+        exact = 1 - math.comb(n - c, k) / math.comb(n, k)
+        assert pass_at_k(n, c, k) == pytest.approx(exact)
+
+
+def test_histogram_spans_rewards_outside_zero_one_and_skips_missing(web: Web) -> None:
+    api = web.api
+    key = api.key("carol", user="carol")
+    evaluation = api.create(key, name="wide")
+    samples = [
+        tool_sample(0, 1, -1.0),
+        tool_sample(0, 2, 0.5),
+        tool_sample(1, 1, 2.0),
+        tool_sample(1, 2, 2.0),
+        {**tool_sample(2, 1, 0.0), "reward": None},
+    ]
+    assert api.post(f"/evaluations/{evaluation}/samples", key, json={"samples": samples}).is_success
+    web.login(key)
+    data = web.client.get(f"/evaluations/{evaluation}?format=json").json()
+    bars = data["histogram"]
+    assert len(bars) == HISTOGRAM_BUCKETS
+    assert bars[0]["low"] == -1.0 and bars[-1]["high"] == 2.0
+    assert [b["count"] for b in bars if b["count"]] == [1, 1, 2]  # -1, 0.5, and 2.0 twice
+    assert bars[-1]["count"] == 2  # the maximum falls in the last, closed bar
+    examples = data["examples"]
+    # Example 2's only rollout has no reward: it is not an example with rollouts.
+    assert examples["examples"] == 2 and examples["max_rollouts"] == 2
+    assert examples["mean_per_example"] == pytest.approx((-0.25 + 2.0) / 2)
+    pass_at = {row["k"]: row["value"] for row in examples["pass_at_k"]}
+    assert pass_at == {1: pytest.approx(0.5), 2: pytest.approx(0.5)}
+    sorted_low = web.client.get(f"/evaluations/{evaluation}/samples?sort=reward&format=json")
+    assert [s["reward"] for s in sorted_low.json()["table"]["samples"]] == [-1.0, 0.5, 2.0, 2.0]
