@@ -173,9 +173,3 @@ class Finalized(BaseModel):
     status: str
     viewer_url: str
     message: str
-
-
-class Updated(BaseModel):
-    """Answer of `PUT /evaluations/{id}`: the updated record."""
-
-    evaluation_id: str
