@@ -111,6 +111,7 @@ def test_list_shows_own_and_team_evaluations_only(web: Web) -> None:
         "alice-calc",
     ]
     assert data["total"] == 3 and data["live"] is True
+    assert re.fullmatch(r"app;dur=\d+\.\d", page.headers["server-timing"])
     # The JSON twin and the API list come from the same service call.
     api = web.api.get("/evaluations/", seeded.alice_key).json()
     assert [e["id"] for e in api["evaluations"]] == [e["id"] for e in data["evaluations"]]

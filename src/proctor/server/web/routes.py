@@ -9,6 +9,7 @@ session into a 303 to `/login?next=...`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -73,6 +74,15 @@ class PageRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def page_handler(request: Request) -> Response:
+            started = time.perf_counter()
+            response = await _page_or_error(request)
+            # Server time of the page (dependencies, queries, rendering) for browsers' dev
+            # tools and bench/dashboard.py.
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.1f}"
+            return response
+
+        async def _page_or_error(request: Request) -> Response:
             try:
                 return await handler(request)
             except web_session.LoginRequired as exc:
