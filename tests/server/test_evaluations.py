@@ -190,3 +190,27 @@ def test_processing_left_behind_is_completed_on_next_start(api: Api) -> None:
     with TestClient(create_app(api.settings)) as client:
         record = client.get(f"/api/v1/evaluations/{evaluation_id}", headers=api.headers()).json()
     assert record["status"] == "COMPLETED"
+
+
+def test_reads_never_scan_samples_and_pages_are_ranges_not_offsets(api: Api) -> None:
+    from sqlalchemy import event
+
+    evaluation_id = api.create()
+    samples = [{"sample_id": f"s{i}", "reward": 0.5} for i in range(30)]
+    api.post(f"/evaluations/{evaluation_id}/samples", json={"samples": samples})
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement.lower())
+
+    event.listen(api.db.engine, "before_cursor_execute", record)
+    try:
+        assert api.get(f"/evaluations/{evaluation_id}").json()["total_samples"] == 30
+        record_reads = list(statements)
+        page = api.get(f"/evaluations/{evaluation_id}/samples", params={"page": 3, "limit": 10})
+        assert [s["sample_id"] for s in page.json()["samples"]] == [f"s{i}" for i in range(20, 30)]
+    finally:
+        event.remove(api.db.engine, "before_cursor_execute", record)
+    assert record_reads and not any(" samples" in s for s in record_reads)
+    page_reads = [s for s in statements[len(record_reads) :] if "from samples" in s]
+    assert page_reads and all("offset" not in s and "count(" not in s for s in page_reads)
