@@ -313,18 +313,37 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
+def _code_version() -> str:
+    """The commit measured, and whether the server's files differ from it."""
+    import subprocess
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--", "src/proctor/server")
+    return f"{commit}" + (" (server files modified in the working tree)" if dirty else "")
+
+
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def report(
-    results: list[dict[str, Any]], args: argparse.Namespace, command: str, load_before: str
+    results: list[dict[str, Any]],
+    args: argparse.Namespace,
+    command: str,
+    load_before: str,
+    code: str,
 ) -> str:
     load = _load()
     lines = [
         "# Ingest and read benchmark",
         "",
         f"Command: `{command}`",
+        "",
+        f"Code: {code}.",
         "",
         f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}; load average before the run {load_before}, "
@@ -416,12 +435,12 @@ def main() -> int:
             parser.error("--postgres-url (or PROCTOR_TEST_POSTGRES_URL) is required")
         print("no PostgreSQL URL given; measuring SQLite only", flush=True)
         backends.remove("postgres")
-    load_before = _load()
+    load_before, code = _load(), _code_version()
     results = [run_backend(b, args) for b in backends]
     command = ".venv/bin/python bench/ingest.py " + " ".join(
         a if "://" not in a else "URL" for a in sys.argv[1:]
     )
-    text = report(results, args, command.strip(), load_before)
+    text = report(results, args, command.strip(), load_before, code)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
