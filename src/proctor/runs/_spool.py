@@ -122,8 +122,22 @@ class Spool:
         end = self.size
         if start >= end:
             return b"", 0
+        # Read in growing blocks until `max_count` lines are in: reading `max_bytes` (25 MiB)
+        # at once would hold that much in RAM for every batch of a long backlog.
+        limit = min(max_bytes, end - start)
         self._reader.seek(start)
-        data = self._reader.read(min(max_bytes, end - start))
+        parts: list[bytes] = []
+        got = lines = 0
+        block = 256 * 1024
+        while got < limit and lines < max_count:
+            part = self._reader.read(min(block, limit - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+            lines += part.count(b"\n")
+            block = min(block * 2, 8 * 1024 * 1024)
+        data = b"".join(parts)
         cut = data.rfind(b"\n") + 1
         if cut == 0:  # one line longer than max_bytes: it goes alone
             self._reader.seek(start)
