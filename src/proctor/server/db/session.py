@@ -25,6 +25,8 @@ from proctor.server.settings import Settings
 logger = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_CACHE_KIB = 32 * 1024
+SQLITE_MMAP_BYTES = 256 * 1024 * 1024
 
 
 def _configure_sqlite(engine: Engine, *, begin: str) -> None:
@@ -37,6 +39,9 @@ def _configure_sqlite(engine: Engine, *, begin: str) -> None:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Larger page cache and memory-mapped reads: fewer syscalls on big sample tables.
+        cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
