@@ -211,7 +211,8 @@ def render(rows: list, baselines: dict[str, Measure], opts: argparse.Namespace) 
         f"(`reverse-text`), demo model at "
         f"{opts.latency_ms:g} ms latency, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, load average after the "
-        f"run {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work shares the cores).",
+        f"run {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work shares the cores), "
+        f"niceness {os.nice(0)}.",
         "",
         "| system | -c | wall s | floor s | wall / floor | CPU ms / rollout | start-up s "
         "| peak RSS MB |",
