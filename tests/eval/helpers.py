@@ -27,11 +27,13 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_eval(*args: str, cwd: Path, timeout: float = 90) -> Result:
+def run_eval(
+    *args: str, cwd: Path, timeout: float = 90, env: dict[str, str] | None = None
+) -> Result:
     proc = subprocess.run(
         [*PROCTOR, "eval", *args],
         cwd=cwd,
-        env=cli_env(),
+        env={**cli_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
