@@ -159,6 +159,8 @@ class Run:
                 status=status, error=error, summary={**self._acc.summary(), **dict(summary or {})}
             )
             state.save(self.directory)
+            uploader.spool.close()
+            client.close()
             log.warning("uploads interrupted; finish them with: %s", self.sync_command())
             raise
         uploader.close()
