@@ -214,3 +214,12 @@ def test_ctrl_c_while_draining_leaves_the_finish_to_sync(
     record = get_evaluation(platform, run.id)
     assert (record["status"], record["error_message"]) == ("CANCELLED", "interrupted")
     assert len(all_samples(platform, run.id)) == 3
+
+
+def test_bad_usage_is_one_line() -> None:
+    result = subprocess.run([*PROCTOR, "runs", "sync"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "proctor runs: the following arguments are required: RUN_DIR; "
+        "run `proctor runs sync --help` for the options."
+    ]
