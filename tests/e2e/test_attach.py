@@ -177,3 +177,24 @@ def test_a_failed_attach_stops_before_the_first_rollout(
     assert line.startswith("proctor eval: cannot attach to evaluation") and expected in line
     assert _nothing_ran(tmp_path)
     assert evaluation_ids(plat) == before
+
+
+@pytest.mark.parametrize("how", ["--no-push", "kill-switch", "unreachable"])
+def test_without_attach_an_unpushed_run_stays_local(
+    plat: Platform, demo_model: str, tmp_path: Path, how: str
+) -> None:
+    flags = ["--no-push"] if how == "--no-push" else []
+    env = {
+        "--no-push": {},
+        "kill-switch": {"PROCTOR_RUNS_MODE": "disabled"},
+        "unreachable": {"PROCTOR_API_URL": f"http://127.0.0.1:{free_port()}"},
+    }[how]
+    before = evaluation_ids(plat)
+    result = run_eval(plat, demo_model, tmp_path, *flags, **env)
+    assert result.returncode == 0, result.stderr
+    assert evaluation_ids(plat) == before
+    run_id = tomllib.loads((tmp_path / "r" / "config.toml").read_text())["run"]["id"]
+    assert run_id.startswith("local-")
+    assert "evaluation:" not in result.stdout
+    if how == "unreachable":
+        assert "continuing without the platform" in result.stderr
