@@ -97,7 +97,7 @@ class Uploader:
         self.options = options or UploaderOptions()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.queue_size)
         self._cond = threading.Condition()
-        self._write_lock = threading.Lock()  # projection + summary, when the producer spools
+        self._write_lock = threading.Lock()  # the summary, when the producer spools too
         self._flush_requested = False
         self._closing = False
         self._abort = threading.Event()
@@ -151,18 +151,24 @@ class Uploader:
     _unprojectable = 0
 
     def _write(self, batches: list[list[dict[str, Any]]]) -> None:
-        with self._write_lock:
-            lines = []
-            for records in batches:
-                for record in records:
-                    try:
-                        lines.append(record_to_line(record))
-                    except Exception as e:  # one malformed record must not stop the others
+        # Projection is pure and runs unlocked, so a producer spooling for itself (queue full)
+        # never waits for the spooler's whole batch; only the summary needs the lock.
+        lines: list[bytes] = []
+        projected: list[dict[str, Any]] = []
+        for records in batches:
+            for record in records:
+                try:
+                    lines.append(record_to_line(record))
+                except Exception as e:  # one malformed record must not stop the others
+                    self._note_error(f"a record could not be turned into a sample: {e!r}")
+                    with self._write_lock:
                         self._unprojectable += 1
-                        self._note_error(f"a record could not be turned into a sample: {e!r}")
-                        continue
-                    self._on_record(record)
-            self.spool.append(lines)
+                    continue
+                projected.append(record)
+        with self._write_lock:
+            for record in projected:
+                self._on_record(record)
+        self.spool.append(lines)
         if lines:
             with self._cond:
                 if self._pending_since is None:
