@@ -4,8 +4,8 @@ One batch is one transaction: the evaluation row is locked (`FOR UPDATE` on Post
 SQLite writers are serialised), the batch is inserted with one multi-row
 `INSERT ... ON CONFLICT DO NOTHING RETURNING` with `seq` numbers taken from the evaluation's
 counter, replays (the rare case) are closed up so `seq` stays dense, and the counters are
-updated. Samples are validated with plain
-checks rather than a pydantic model per sample, and stored as the exact JSON text sent.
+updated. Samples are validated with plain checks rather than a pydantic model per sample,
+and stored as the exact JSON text sent.
 """
 
 from __future__ import annotations
