@@ -6,10 +6,10 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from tests.eval.helpers import read_traces, run_eval
-from tests.procs import free_port
 
 from proctor.cli.main import main
+from tests.eval.helpers import read_traces, run_eval
+from tests.procs import free_port
 
 CASES = [
     (["reverse-text", "--bogus"], 2, "unrecognized arguments: --bogus"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tests.eval.helpers import pairs, read_config, read_traces, run_eval
 
 

@@ -6,11 +6,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tests.eval.helpers import run_eval
 
 from proctor.errors import ConfigError
 from proctor.eval.args import parse_eval_args
 from proctor.eval.toml_io import dump_toml
+from tests.eval.helpers import run_eval
 
 
 def test_dotted_flags_in_kebab_and_snake_case() -> None:

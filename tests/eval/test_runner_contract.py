@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.eval.helpers import read_config, read_traces
 
 import proctor.envs
 from proctor.errors import AttachError
 from proctor.eval import EvalConfig, run_eval
 from proctor.eval import runner as runner_module
+from tests.eval.helpers import read_config, read_traces
 
 
 class RecordingRun:

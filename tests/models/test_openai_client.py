@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from tests.procs import free_port
 
 from proctor.errors import ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
 from proctor.models.openai_client import PLACEHOLDER_API_KEY, OpenAIChatClient
+from tests.procs import free_port
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
 
