@@ -277,6 +277,14 @@ class _Run:
             loop.add_signal_handler(sig, interrupt, sig)
         stats.started = time.perf_counter()  # rate and wall time count the rollouts only
         view.start(stats, title=f"{self.config.env} / {self.config.model}")
+
+        async def tick() -> None:
+            # With a slow model no episode may finish for a while; the view still moves.
+            while True:
+                await asyncio.sleep(1.0)
+                view.update(stats)
+
+        ticker = asyncio.create_task(tick())
         try:
             await scheduler
             return "completed", None
@@ -285,6 +293,7 @@ class _Run:
                 raise
             return "cancelled", "interrupted"
         finally:
+            ticker.cancel()
             # A second Ctrl-C while finishing should stop a stuck drain: default handlers back.
             for sig in signals:
                 loop.remove_signal_handler(sig)
