@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -257,3 +258,20 @@ def test_a_malformed_record_is_counted_and_the_rest_still_arrive(
         run.counters.last_error
     )
     assert [s["sample_id"] for s in all_samples(online, run.id)] == [good["id"]]
+
+
+def test_a_forked_child_leaves_the_parents_run_alone(tmp_path: Path, online: Platform) -> None:
+    run = _init(tmp_path)
+    run.log_episodes([make_record(0, run_id=run.id)])
+    pid = os.fork()
+    if pid == 0:  # the child logs, finishes and exits normally: none of it may reach the run
+        try:
+            run.log_episodes([make_record(1, run_id=run.id)])
+            run.finish(status="failed", error="child")
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    run.log_episodes([make_record(2, run_id=run.id)])
+    run.finish()
+    record = get_evaluation(online, run.id)
+    assert record["status"] in ("PROCESSING", "COMPLETED") and record["total_samples"] == 2

@@ -72,6 +72,8 @@ class Run:
         self._upload_options = upload
         self._uploader: Uploader | None = None
         self._uploader_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._fork_warned = False
         if not self.disabled:
             atexit.register(self._on_exit)
 
@@ -115,9 +117,23 @@ class Run:
         """
         if self._finished:
             raise PlatformError(f"run {self.id} is finished; open a new run to log more episodes")
+        if self._forked():
+            return
         uploader = self._uploader or self._ensure_uploader()
         if uploader is not None:
             uploader.submit(records if isinstance(records, list) else list(records))
+
+    def _forked(self) -> bool:
+        # A forked child inherits the run but not its threads: it must neither upload through
+        # the parent's spool nor close the parent's evaluation.
+        if os.getpid() == self._pid:
+            return False
+        if not self._fork_warned:
+            self._fork_warned = True
+            log.warning(
+                "run %s belongs to process %d; a forked child ignores it", self.id, self._pid
+            )
+        return True
 
     def finish(
         self,
@@ -140,6 +156,8 @@ class Run:
         Raises:
             PlatformError: something was not delivered, only with `on_error="raise"`.
         """
+        if self._forked():
+            return
         with self._finish_lock:
             if self._finished:
                 return
@@ -219,7 +237,7 @@ class Run:
 
     def _on_exit(self) -> None:
         # The interpreter is exiting with the run open: the engine crashed or forgot finish().
-        if not self._finished:
+        if not self._finished and not self._forked():
             self.finish(
                 status="failed",
                 error=CRASHED,
