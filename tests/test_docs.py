@@ -18,6 +18,7 @@ import contextlib
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -308,3 +309,23 @@ def test_the_environment_example_installs_and_runs(demo_model: str, tmp_path: Pa
     # The demo model does not know this task: it is scored, and scores 0.
     assert {r["rewards"]["exact_count"] for r in records} == {0.0}
     assert all(r["metrics"]["reply_chars"] > 0 for r in records)
+
+
+@pytest.mark.e2e
+def test_the_readme_library_example_runs(demo_model: str, tmp_path: Path) -> None:
+    code = code_block(README.read_text(), "python", "run_eval")
+    env = {"PROCTOR_MODEL_BASE_URL": demo_model, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    first, second = ran.stdout.splitlines()
+    assert first == "arithmetic 1000 tasks"
+    status, _reward, run_dir = second.split()
+    assert status == "completed"
+    assert len((tmp_path / run_dir / "traces.jsonl").read_text().splitlines()) == 10
