@@ -98,3 +98,19 @@ def test_resume_reruns_errored_episodes(broken_model: str, demo_model: str, tmp_
     records = read_traces(tmp_path / "out" / "r")
     assert sorted(pairs(records)) == [(i, 1) for i in range(5)]
     assert all(r["error"] is None for r in records)
+
+
+def test_resume_by_run_dir_keeps_the_run_name(demo_model: str, tmp_path: Path) -> None:
+    args = ["reverse-text", "-n", "3", "--no-push", "--run.dir", "rt", "--client.base-url"]
+    first = run_eval(*args, demo_model, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    run_dir = tmp_path / "outputs" / "rt"
+    name = read_config(run_dir)["run"]["name"]
+    assert name.startswith("reverse-text--demo--")
+    lines = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "traces.jsonl").write_text("".join(lines[:1]))
+
+    resumed = run_eval(*args, demo_model, "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run {name} completed: 3/3 episodes" in resumed.stdout
+    assert {r["run"]["name"] for r in read_traces(run_dir)} == {name}

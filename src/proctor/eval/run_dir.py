@@ -48,7 +48,7 @@ class RunDirectory:
             if not self.config_path.is_file():
                 raise RunDirError(
                     f"nothing to resume in {self.path} (no {CONFIG_FILE}); "
-                    "drop --resume or pass the --run.name of an earlier run"
+                    "drop --resume or pass the --run.name or --run.dir of an earlier run"
                 )
             return
         if not clean and self.path.exists() and any(self.path.iterdir()):

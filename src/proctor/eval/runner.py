@@ -66,7 +66,7 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
     """
     from proctor.envs import load_environment
 
-    config = config.resolved()
+    config = _with_saved_run_name(config).resolved()
     if config.serve:
         raise ConfigError(
             "--serve (environments in a separate process) is not available yet; "
@@ -91,6 +91,19 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
     total = len(tasks) * config.rollouts_per_example
     run = _Run(config, env, run_dir, jobs, kept, total, view or LogProgress())
     return _event_loop_run(run.execute())
+
+
+def _with_saved_run_name(config: EvalConfig) -> EvalConfig:
+    """On `--resume --run.dir D` without a name, keep the name the run was started with."""
+    if not config.resume or config.run.name is not None or config.run.dir is None:
+        return config
+    saved = RunDirectory(Path(config.output_dir) / config.run.dir)
+    if not saved.config_path.is_file():
+        return config  # `check()` explains that there is nothing to resume
+    name = saved.saved_config().get("run", {}).get("name")
+    if not isinstance(name, str) or not name:
+        return config
+    return config.model_copy(update={"run": config.run.model_copy(update={"name": name})})
 
 
 def _records_to_keep(
