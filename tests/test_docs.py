@@ -132,19 +132,24 @@ def eval_fields(model: type[BaseModel] = EvalConfig, prefix: str = "") -> dict[s
     return fields
 
 
-def env_names(settings: type[BaseSettings]) -> list[str]:
-    """The environment variables that fill each field of a settings class."""
+def env_variables(settings: type[BaseSettings]) -> dict[str, list[str]]:
+    """The environment variables that fill each field of a settings class, by field."""
     prefix = str(settings.model_config.get("env_prefix", ""))
-    names: list[str] = []
+    names: dict[str, list[str]] = {}
     for field, info in settings.model_fields.items():
         alias = info.validation_alias
         if isinstance(alias, AliasChoices):
-            names += [c for c in alias.choices if isinstance(c, str)]
+            names[field] = [c for c in alias.choices if isinstance(c, str)]
         elif isinstance(alias, str):
-            names.append(alias)
+            names[field] = [alias]
         else:
-            names.append(f"{prefix}{field}".upper())
+            names[field] = [f"{prefix}{field}".upper()]
     return names
+
+
+def env_names(settings: type[BaseSettings]) -> list[str]:
+    """Every environment variable of a settings class."""
+    return [name for names in env_variables(settings).values() for name in names]
 
 
 def source_variables() -> set[str]:
@@ -164,6 +169,48 @@ def missing_settings(settings: type[BaseSettings], text: str) -> list[str]:
 def missing_commands(commands: dict[str, tuple[str, str]], sections: dict[str, str]) -> list[str]:
     """Commands without a `## proctor NAME` section in docs/cli.md."""
     return [name for name in commands if name not in sections]
+
+
+def documented_defaults(text: str) -> dict[str, str]:
+    """The default column of configuration.md's tables: {"PROCTOR_PORT": " `8000`", ...}.
+
+    Variable tables have the default just before the meaning; eval field tables last.
+    """
+    rows = re.findall(r"^\| `([\w.]+)`(?: \(or `\w+`\))? \|(.*)$", text, re.M)
+    return {
+        name: cells.split(" | ")[-2 if name.startswith("PROCTOR_") else -1] for name, cells in rows
+    }
+
+
+def shown(value: object) -> str:
+    """A default as the docs write it: `true`, `0.25`, `15`, `~/.proctor`."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def defaults_that_differ(model: type[BaseModel], names: dict[str, str], text: str) -> list[str]:
+    """Fields whose plain default (no factory, not None) is not what the docs' table says."""
+    documented = documented_defaults(text)
+    wrong = []
+    for field, info in model.model_fields.items():
+        default = info.default
+        if default is None or info.default_factory is not None or info.is_required():
+            continue
+        cell = documented.get(names[field], "")
+        if shown(default) not in cell:
+            wrong.append(f"{names[field]}: code {shown(default)!r}, docs {cell.strip()!r}")
+    return wrong
+
+
+# EvalConfig and its sub-models, with the dotted prefix of their fields
+EVAL_MODELS = [("", EvalConfig)] + [
+    (f"{name}.", info.annotation)
+    for name, info in EvalConfig.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+]
 
 
 # --- the checks -----------------------------------------------------------------------------
@@ -199,6 +246,19 @@ def test_every_setting_is_documented(settings: type[BaseSettings]) -> None:
     assert missing_settings(settings, CONFIG_DOC.read_text()) == []
 
 
+@pytest.mark.parametrize("settings", [Settings, LauncherSettings, ClientSettings])
+def test_documented_setting_defaults_match_the_code(settings: type[BaseSettings]) -> None:
+    names = {field: variables[0] for field, variables in env_variables(settings).items()}
+    assert defaults_that_differ(settings, names, CONFIG_DOC.read_text()) == []
+
+
+@pytest.mark.parametrize(("prefix", "model"), EVAL_MODELS, ids=[m.__name__ for _, m in EVAL_MODELS])
+def test_documented_eval_defaults_match_the_code(prefix: str, model: type[BaseModel]) -> None:
+    names = {field: f"{prefix}{field}" for field in model.model_fields}
+    section = CONFIG_DOC.read_text().split("\n## Eval config\n")[1].split("\n## ")[0]
+    assert defaults_that_differ(model, names, section) == []
+
+
 def test_client_settings_file_keys_are_documented() -> None:
     config_doc = CONFIG_DOC.read_text()
     assert [k for k in ClientSettings.model_fields if f"`{k}`" not in config_doc] == []
@@ -215,6 +275,13 @@ def test_an_undocumented_setting_or_command_is_caught() -> None:
         """A setting nobody documented yet."""
 
     assert missing_settings(Grown, CONFIG_DOC.read_text()) == ["PROCTOR_BRAND_NEW_KNOB"]
+    drifted = CONFIG_DOC.read_text().replace(
+        "| `PROCTOR_PORT` | `8000` |", "| `PROCTOR_PORT` | `80` |"
+    )
+    names = {field: variables[0] for field, variables in env_variables(Settings).items()}
+    assert defaults_that_differ(Settings, names, drifted) == [
+        "PROCTOR_PORT: code '8000', docs '`80`'"
+    ]
     grown = {**COMMANDS, "frobnicate": ("frobnicate_cmd", "Frobnicate.")}
     assert missing_commands(grown, cli_sections(CLI_DOC.read_text())) == ["frobnicate"]
     assert not mentions("`--client.base-url`", "--client")
