@@ -141,3 +141,23 @@ def test_an_unreachable_database_is_one_line_naming_the_fix(tmp_path: Path) -> N
     assert result.returncode == 2
     assert "PROCTOR_DATABASE_URL" in result.stderr and "Traceback" not in result.stderr
     assert "secret" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "variable"),
+    [
+        (["keys", "list"], "PROCTOR_PORT"),
+        (["teams", "list"], "PROCTOR_PORT"),
+        (["launcher"], "PROCTOR_PORT"),
+        (["server"], "PROCTOR_PORT"),
+        (["launcher"], "PROCTOR_HOSTED_MAX_SANDBOXES"),
+        (["server"], "PROCTOR_HOSTED_MAX_SANDBOXES"),
+    ],
+)
+def test_an_invalid_setting_is_one_line_naming_its_variable(
+    command: list[str], variable: str, tmp_path: Path
+) -> None:
+    result = cli(*command, "--data-dir", str(tmp_path), env={variable: "abc"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and variable in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -47,14 +47,13 @@ def run(argv: list[str]) -> int:
     from proctor.hosted.launcher import Launcher
     from proctor.server.setup import open_database, settings_from
 
-    overrides = {
-        "sandbox": args.sandbox,
-        "ray_address": args.ray_address,
-        "isolation": args.sandbox_isolation,
-        "max_sandboxes": args.max_sandboxes,
-        "api_url": args.api_url,
-    }
-    settings = LauncherSettings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = LauncherSettings.load(
+        sandbox=args.sandbox,
+        ray_address=args.ray_address,
+        isolation=args.sandbox_isolation,
+        max_sandboxes=args.max_sandboxes,
+        api_url=args.api_url,
+    )
     server = settings_from(args.data_dir)
     db = open_database(server)
     launcher = Launcher(

@@ -11,8 +11,6 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from proctor.errors import ConfigError
-
 if TYPE_CHECKING:
     from proctor.server.settings import Settings
 
@@ -43,18 +41,16 @@ def run(argv: list[str]) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from proctor.server.setup import describe_url, open_database, settings_from
 
-    try:
-        settings = settings_from(
-            args.data_dir, host=args.host, port=args.port, public_url=args.public_url
-        )
-    except ValueError as e:
-        raise ConfigError(
-            f"Invalid server setting: {e}; fix the flag or PROCTOR_* variable."
-        ) from e
+    settings = settings_from(
+        args.data_dir, host=args.host, port=args.port, public_url=args.public_url
+    )
     if args.action == "migrate":
         open_database(settings).dispose()
         print(f"migrations applied to {describe_url(settings.resolved_database_url())}")
         return 0
+    from proctor.hosted.config import LauncherSettings
+
+    LauncherSettings.load()  # a bad PROCTOR_HOSTED_* variable stops the server before it starts
     return serve(settings, log_level=args.log_level)
 
 

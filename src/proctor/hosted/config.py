@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proctor.errors import ConfigError
 from proctor.hosted.command import DEFAULT_COMMAND
 from proctor.hosted.local import Isolation, LocalSandbox
 from proctor.hosted.sandbox import BackendName, SandboxBackend
+from proctor.server.settings import invalid_setting
 
 
 class LauncherSettings(BaseSettings):
@@ -46,6 +49,19 @@ class LauncherSettings(BaseSettings):
     """The platform URL handed to sandboxes (default: the server's own address)."""
     log_tail_bytes: int = Field(default=1 << 20, ge=1024)
     """The logs endpoint returns at most this much of a sandbox's output (its tail)."""
+
+    @classmethod
+    def load(cls, **overrides: Any) -> LauncherSettings:
+        """The settings from `PROCTOR_HOSTED_*`, with the flags given (not None) taking precedence.
+
+        Raises:
+            ConfigError: A flag or variable holds an invalid value.
+        """
+        values = {k: v for k, v in overrides.items() if v is not None}
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            raise invalid_setting(e, env_prefix="PROCTOR_HOSTED_") from None
 
     def forwarded_names(self) -> set[str]:
         """The variable names in `forward_env`."""

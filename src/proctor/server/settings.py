@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from proctor.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -58,3 +60,14 @@ class Settings(BaseSettings):
             return self.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
         return f"http://{host}:{self.port}"
+
+
+def invalid_setting(error: ValidationError, *, env_prefix: str) -> ConfigError:
+    """One line naming the first invalid setting and the variable that sets it.
+
+    The offending value is left out on purpose: it may be a key or a database password.
+    """
+    problem = error.errors(include_url=False)[0]
+    field = ".".join(str(part) for part in problem["loc"]) or "settings"
+    variable = field.upper() if field.upper().startswith(env_prefix) else env_prefix + field.upper()
+    return ConfigError(f"Invalid setting {field} ({problem['msg']}); fix its flag or {variable}.")

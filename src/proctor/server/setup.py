@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -12,7 +13,7 @@ from proctor.server import migrations
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database, make_session_factory
 from proctor.server.evaluations.service import complete_pending_statistics
-from proctor.server.settings import Settings
+from proctor.server.settings import Settings, invalid_setting
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,15 @@ def open_database(settings: Settings) -> Database:
 
 
 def settings_from(data_dir: str | None = None, **overrides: object) -> Settings:
-    """`Settings` from the environment, with the CLI's flags (when given) taking precedence."""
+    """`Settings` from the environment, with the CLI's flags (when given) taking precedence.
+
+    Raises:
+        ConfigError: A flag or `PROCTOR_*` variable holds an invalid value.
+    """
     values = {k: v for k, v in overrides.items() if v is not None}
     if data_dir is not None:
         values["data_dir"] = data_dir
-    return Settings(**values)  # type: ignore[arg-type]
+    try:
+        return Settings(**values)  # type: ignore[arg-type]
+    except ValidationError as e:
+        raise invalid_setting(e, env_prefix="PROCTOR_") from None

@@ -17,12 +17,11 @@ logger = logging.getLogger(__name__)
 
 def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher | None:
     """Start the in-server launcher in a background thread, when enabled."""
-    launcher_settings = LauncherSettings()
-    app.state.launcher_settings = launcher_settings
-    if not launcher_settings.in_server:
-        logger.info("in-server launcher disabled (PROCTOR_HOSTED_IN_SERVER=false)")
-        return None
     try:
+        launcher_settings = app.state.launcher_settings = LauncherSettings.load()
+        if not launcher_settings.in_server:
+            logger.info("in-server launcher disabled (PROCTOR_HOSTED_IN_SERVER=false)")
+            return None
         launcher = Launcher(
             db,
             launcher_settings,

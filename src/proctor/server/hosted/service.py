@@ -39,7 +39,7 @@ def launcher_settings(app: FastAPI) -> LauncherSettings:
     """The app's launcher settings (read from the environment once)."""
     settings = getattr(app.state, "launcher_settings", None)
     if settings is None:
-        settings = app.state.launcher_settings = LauncherSettings()
+        settings = app.state.launcher_settings = LauncherSettings.load()
     return settings
 
 
