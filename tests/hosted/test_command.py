@@ -92,3 +92,16 @@ def test_public_form_drops_secrets() -> None:
     public = config.public_form()
     assert "custom_secrets" not in public and "s3cret" not in str(public)
     assert public["timeout_minutes"] == 3
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        ["Authorization: Bearer sk-live-123", "X-Team: a"],
+        {"Authorization": "Bearer sk-live-123", "X-Team": "a"},
+    ],
+)
+def test_public_form_masks_credential_headers(headers: list[str] | dict[str, str]) -> None:
+    public = HostedEvalConfig(headers=headers).public_form()
+    assert "sk-live-123" not in str(public)
+    assert "X-Team" in str(public) and "<redacted>" in str(public)

@@ -91,6 +91,17 @@ def test_create_stores_pending_record_with_launcher_metadata_and_no_secrets(db: 
     assert hosted.expected_samples == 2 and hosted.timeout_minutes == 2.5
 
 
+def test_credential_headers_are_masked_in_metadata_but_reach_the_command(
+    db: Database, tmp_path: Path
+) -> None:
+    evaluation_id = _create(db, headers=["Authorization: Bearer hdr-s3cret", "X-Team: a"])
+    assert "hdr-s3cret" not in _record(db, evaluation_id)[0].metadata_raw
+    launcher = _launcher(db, tmp_path, "echo {options}; exit 3")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
+    log = (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text()
+    assert "Bearer hdr-s3cret" in log and "X-Team" in log
+
+
 def test_nonzero_exit_fails_with_code_and_log_tail(db: Database, tmp_path: Path) -> None:
     evaluation_id = _create(db)
     launcher = _launcher(db, tmp_path, "echo starting {env} {model}; echo broken >&2; exit 3")

@@ -27,6 +27,9 @@ RESERVED_ENV = frozenset(
 )
 """Variables the launcher sets for every sandbox; a secret may not replace them."""
 
+# Header names whose values are credentials; the metadata shows them masked.
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+
 _PLACEHOLDER = re.compile(r"\{(proctor|env|model|options|num_examples|rollouts)\}")
 
 DEFAULT_COMMAND = (
@@ -92,9 +95,31 @@ class HostedEvalConfig(BaseModel):
             return None
         return self.num_examples * self.rollouts_per_example
 
-    def public_form(self) -> dict[str, Any]:
-        """The config without secrets, for the evaluation's metadata."""
+    def runnable_form(self) -> dict[str, Any]:
+        """The config without `custom_secrets`, as the launcher needs it to build the command."""
         return self.model_dump(mode="json", exclude={"custom_secrets"}, exclude_none=True)
+
+    def public_form(self) -> dict[str, Any]:
+        """The config without secrets, for the evaluation's metadata.
+
+        `custom_secrets` is left out and credential-like header values are masked: anyone
+        who may read the evaluation sees its metadata.
+        """
+        data = self.runnable_form()
+        headers = data.get("headers")
+        if isinstance(headers, dict):
+            data["headers"] = {
+                name: "<redacted>" if _SECRET_HEADER.search(name) else value
+                for name, value in headers.items()
+            }
+        elif isinstance(headers, list):
+            data["headers"] = [_masked_header_line(line) for line in headers]
+        return data
+
+
+def _masked_header_line(line: str) -> str:
+    name, sep, _ = line.partition(":")
+    return f"{name}: <redacted>" if sep and _SECRET_HEADER.search(name) else line
 
 
 def proctor_executable() -> str:

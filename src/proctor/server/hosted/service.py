@@ -111,7 +111,8 @@ def create_hosted(
             config={
                 "environment": env.name,
                 "model": body.inference_model,
-                "eval_config": public_config,
+                # Unmasked (headers included): the launcher builds the command from it.
+                "eval_config": config.runnable_form(),
             },
             backend=settings.sandbox,
             timeout_minutes=config.timeout_minutes,
