@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from pydantic import ValidationError
-
 from proctor.errors import ConfigError
 
 
@@ -38,9 +36,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str]) -> int:
     """Parse the flags and serve until SIGTERM/SIGINT."""
+    args = _parser().parse_args(argv)
+    # Imported after parsing: aiohttp and pydantic would make `--help` and bad flags slow.
+    from pydantic import ValidationError
+
     from proctor.demo import DemoModelConfig, serve
 
-    args = _parser().parse_args(argv)
     try:
         config = DemoModelConfig(
             host=args.host,

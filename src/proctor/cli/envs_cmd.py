@@ -27,16 +27,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str]) -> int:
     """List the environments found under the `proctor.environments` entry point."""
-    from rich.console import Console
-    from rich.table import Table
-
+    args = _parser().parse_args(argv or ["list"])
     from proctor.envs import list_environments
 
-    args = _parser().parse_args(argv or ["list"])
     infos = list_environments()
     if args.json:
         print(json.dumps([asdict(i) for i in infos], indent=2))
         return 0
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="Installed environments", title_justify="left")
     table.add_column("name", style="bold")
     table.add_column("tasks", justify="right")

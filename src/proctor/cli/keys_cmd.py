@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from proctor.server.db.base import as_utc
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proctor keys", description="Manage API keys.")
@@ -35,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: list[str]) -> int:
     """Parse the arguments and act on the database."""
     args = _parser().parse_args(argv)
+    # Imported after parsing, so `--help` and usage errors do not pay for SQLAlchemy.
     from proctor.server.auth import service
+    from proctor.server.db.base import as_utc
     from proctor.server.setup import open_database, settings_from
 
     db = open_database(settings_from(args.data_dir))
