@@ -36,10 +36,9 @@ def run(argv: list[str]) -> int:
     # Imported after parsing, so `--help` and usage errors do not pay for SQLAlchemy.
     from proctor.server.auth import service
     from proctor.server.db.base import as_utc
-    from proctor.server.setup import open_database, settings_from
+    from proctor.server.setup import database_of
 
-    db = open_database(settings_from(args.data_dir))
-    try:
+    with database_of(args.data_dir) as db:
         if args.action == "create":
             with db.write() as session:
                 created = service.create_key(
@@ -74,6 +73,4 @@ def run(argv: list[str]) -> int:
                 key = service.revoke_key(session, args.key)
                 key_id = key.id
             print(f"revoked key {key_id}")
-    finally:
-        db.dispose()
     return 0

@@ -7,9 +7,10 @@ may run at once. Turn the server's own launcher off with `PROCTOR_HOSTED_IN_SERV
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 from types import FrameType
+
+from proctor.cli._logging import add_log_level_flag, configure_logging
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,19 +31,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-sandboxes", type=int, help="sandboxes run at once (default 8)")
     parser.add_argument("--id", help="stable launcher id, so a restart recovers its work at once")
-    parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
+    add_log_level_flag(parser)
     return parser
 
 
 def run(argv: list[str]) -> int:
     """Parse the arguments and run the launcher until SIGTERM or Ctrl-C."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
     from proctor.hosted.config import LauncherSettings
     from proctor.hosted.launcher import Launcher
     from proctor.server.setup import open_database, settings_from

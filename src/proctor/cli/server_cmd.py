@@ -7,9 +7,10 @@ names another database (PostgreSQL: `postgresql://user:pass@host:port/db`).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import TYPE_CHECKING
+
+from proctor.cli._logging import add_log_level_flag, configure_logging
 
 if TYPE_CHECKING:
     from proctor.server.settings import Settings
@@ -26,19 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port to listen on (default 8000, PROCTOR_PORT)")
     parser.add_argument("--data-dir", help="directory of the SQLite file (default ~/.proctor)")
     parser.add_argument("--public-url", help="origin for links to the dashboard (viewer_url)")
-    parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
+    add_log_level_flag(parser)
     return parser
 
 
 def run(argv: list[str]) -> int:
     """Parse the arguments and serve (or migrate)."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
     from proctor.server.setup import describe_url, open_database, settings_from
 
     settings = settings_from(

@@ -33,10 +33,9 @@ def run(argv: list[str]) -> int:
     """Parse the arguments and act on the database."""
     args = _parser().parse_args(argv)
     from proctor.server.auth import service
-    from proctor.server.setup import open_database, settings_from
+    from proctor.server.setup import database_of
 
-    db = open_database(settings_from(args.data_dir))
-    try:
+    with database_of(args.data_dir) as db:
         if args.action == "create":
             with db.write() as session:
                 team = service.create_team(session, args.name, team_id=args.id)
@@ -57,6 +56,4 @@ def run(argv: list[str]) -> int:
             with db.read() as session:
                 for member, user in service.list_members(session, args.team):
                     print(f"{user.name}\t{member.role}")
-    finally:
-        db.dispose()
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
@@ -76,3 +78,18 @@ def settings_from(data_dir: str | None = None, **overrides: object) -> Settings:
         return Settings(**values)  # type: ignore[arg-type]
     except ValidationError as e:
         raise invalid_setting(e, env_prefix="PROCTOR_") from None
+
+
+@contextmanager
+def database_of(data_dir: str | None) -> Iterator[Database]:
+    """The server's database for a CLI command (`--data-dir` or `PROCTOR_DATABASE_URL`),
+    migrated, and disposed of when the block ends.
+
+    Raises:
+        ConfigError: A setting is invalid, or the database cannot be opened.
+    """
+    db = open_database(settings_from(data_dir))
+    try:
+        yield db
+    finally:
+        db.dispose()
