@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi import APIRouter, Depends, Form, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
@@ -254,8 +254,13 @@ def evaluations_list(
 
 
 def _samples_query(
-    page: int, limit: int, sort: str | None, errored: str | None, example: str | None
+    page: Page = 1,
+    limit: Limit = 50,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
+    errored: Annotated[str | None, Query(max_length=8)] = None,
+    example: Annotated[str | None, Query(max_length=24)] = None,
 ) -> views.SamplesQuery:
+    """The sample table's query parameters, shared by the evaluation and samples pages."""
     return views.SamplesQuery(
         page=page,
         limit=limit,
@@ -265,17 +270,16 @@ def _samples_query(
     )
 
 
+SamplesQueryDep = Annotated[views.SamplesQuery, Depends(_samples_query)]
+
+
 @router.get("/evaluations/{evaluation_id}")
 def evaluation(
     request: Request,
     evaluation_id: str,
     session: ReadSession,
     settings: SettingsDep,
-    page: Page = 1,
-    limit: Limit = 50,
-    sort: Annotated[str | None, Query(max_length=16)] = None,
-    errored: Annotated[str | None, Query(max_length=8)] = None,
-    example: Annotated[str | None, Query(max_length=24)] = None,
+    query: SamplesQueryDep,
     pass_threshold: Annotated[str | None, Query(max_length=24)] = None,
 ) -> Response:
     """An evaluation: header, metrics, reward histogram, pass@k, hosted logs, samples."""
@@ -284,7 +288,7 @@ def evaluation(
         session,
         principal,
         evaluation_id,
-        _samples_query(page, limit, sort, errored, example),
+        query,
         public_url=settings.resolved_public_url(),
         app=request.app,
         pass_threshold=_threshold(pass_threshold),
@@ -299,11 +303,7 @@ def samples(
     evaluation_id: str,
     session: ReadSession,
     settings: SettingsDep,
-    page: Page = 1,
-    limit: Limit = 50,
-    sort: Annotated[str | None, Query(max_length=16)] = None,
-    errored: Annotated[str | None, Query(max_length=8)] = None,
-    example: Annotated[str | None, Query(max_length=24)] = None,
+    query: SamplesQueryDep,
 ) -> Response:
     """A page of an evaluation's samples: sortable by reward, filterable."""
     principal = web_session.current_principal(request, session, settings)
@@ -311,7 +311,7 @@ def samples(
         session,
         principal,
         evaluation_id,
-        _samples_query(page, limit, sort, errored, example),
+        query,
         settings.resolved_public_url(),
     )
     return render(request, "samples.html", data, principal)
