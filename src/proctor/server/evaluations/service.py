@@ -350,8 +350,7 @@ def get_sample(
 
 def list_sample_rows(
     session: Session,
-    principal: Principal,
-    evaluation_id: str,
+    evaluation: Evaluation,
     *,
     limit: int,
     offset: int = 0,
@@ -359,11 +358,10 @@ def list_sample_rows(
     errored: bool | None = None,
     example_id: int | None = None,
 ) -> list[Sample]:
-    """A filtered, ordered slice of a visible evaluation's samples (rows, not raw JSON)."""
-    get_visible(session, principal, evaluation_id)
+    """A filtered, ordered slice of the samples of an evaluation already checked visible."""
     return repository.sample_rows(
         session,
-        evaluation_id,
+        evaluation.id,
         limit=limit,
         offset=offset,
         order=order,

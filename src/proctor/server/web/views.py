@@ -139,12 +139,17 @@ def _header(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
     return fields
 
 
-def _sample_row(sample: Sample) -> dict[str, Any]:
+def _sample_data(sample: Sample) -> dict[str, Any]:
+    # Samples are stored as sent; anything but a JSON object shows as an empty one.
     try:
         data = json.loads(sample.data)
     except ValueError:
-        data = {}
-    data = data if isinstance(data, dict) else {}
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _sample_row(sample: Sample) -> dict[str, Any]:
+    data = _sample_data(sample)
     return {
         "seq": sample.seq,
         "sample_id": sample.sample_id,
@@ -158,10 +163,8 @@ def _sample_row(sample: Sample) -> dict[str, Any]:
     }
 
 
-def samples_table(
-    session: Session, principal: Principal, evaluation: Evaluation, query: SamplesQuery
-) -> dict[str, Any]:
-    """One page of an evaluation's samples, with whether another page follows."""
+def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery) -> dict[str, Any]:
+    """One page of a visible evaluation's samples, with whether another page follows."""
     order = SORTS.get(query.sort)
     if order is None:
         raise BadRequest(
@@ -169,8 +172,7 @@ def samples_table(
         )
     rows = service.list_sample_rows(
         session,
-        principal,
-        evaluation.id,
+        evaluation,
         # One row more than shown tells whether a next page exists without counting.
         limit=query.limit + 1,
         offset=(query.page - 1) * query.limit,
@@ -231,7 +233,7 @@ def evaluation_page(
         if examples is None
         else stats.histogram_svg(examples.mean_histogram, label="mean reward per example"),
         "logs": _hosted_logs(session, principal, evaluation, app),
-        "table": samples_table(session, principal, evaluation, query),
+        "table": samples_table(session, evaluation, query),
     }
 
 
@@ -242,7 +244,7 @@ def samples_page(
     evaluation = service.get_visible(session, principal, evaluation_id)
     return {
         "evaluation": _header(evaluation, public_url),
-        "table": samples_table(session, principal, evaluation, query),
+        "table": samples_table(session, evaluation, query),
     }
 
 
@@ -251,11 +253,7 @@ def sample_page(
 ) -> dict[str, Any]:
     """One sample: transcript, rewards, metrics, timing, token usage and error."""
     evaluation, sample = service.get_sample(session, principal, evaluation_id, sample_id)
-    try:
-        data = json.loads(sample.data)
-    except ValueError:
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = _sample_data(sample)
     return {
         "evaluation": evaluation_row(evaluation, public_url),
         "sample": {
