@@ -36,6 +36,7 @@ SECRET_FILE = "web-session.secret"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 _secret_lock = threading.Lock()
+_secrets: dict[Path, bytes] = {}  # per data dir: read once, not on every page request
 _warned_plain_http = False
 
 
@@ -47,9 +48,15 @@ class LoginRequired(ServerError):
 
 
 def session_secret(settings: Settings) -> bytes:
-    """The signing secret, read from (or created in) the data directory."""
+    """The signing secret, read once from (or created in) the data directory.
+
+    Rotating it (replacing the file) takes effect at the next server start.
+    """
     path: Path = settings.resolved_data_dir() / SECRET_FILE
     with _secret_lock:
+        cached = _secrets.get(path)
+        if cached is not None:
+            return cached
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             # O_EXCL: two workers starting together must not each write a different secret.
@@ -60,7 +67,8 @@ def session_secret(settings: Settings) -> bytes:
             else:
                 with os.fdopen(fd, "w") as handle:
                     handle.write(secrets.token_hex(32))
-        return path.read_text().strip().encode("ascii")
+        secret = _secrets[path] = path.read_text().strip().encode("ascii")
+        return secret
 
 
 def _sign(secret: bytes, payload: str) -> str:
