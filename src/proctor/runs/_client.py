@@ -144,7 +144,9 @@ class PlatformClient:
             response = self._http.request(method, path, **kwargs)
         except httpx.ConnectError as e:
             raise PlatformUnreachable(
-                f"cannot connect to the platform at {self.api_url} ({e})", connected=False
+                f"cannot connect to the platform at {self.api_url} ({e}); start it "
+                "(`proctor server`) or set PROCTOR_API_URL to where it runs",
+                connected=False,
             ) from e
         except httpx.TransportError as e:
             connected = not isinstance(e, httpx.ConnectTimeout | httpx.PoolTimeout)
