@@ -46,7 +46,7 @@ def test_connect_without_a_key_names_the_fix(
 def test_a_platform_not_running_is_named_with_the_fix() -> None:
     client = remote.connect(f"http://127.0.0.1:{free_port()}", "pk_test")
     try:
-        with pytest.raises(PlatformError, match="proctor server.*PROCTOR_API_URL"):
+        with pytest.raises(PlatformError, match=r"proctor server.*PROCTOR_API_URL"):
             remote.logs(client, "ev-1")
     finally:
         client.close()
