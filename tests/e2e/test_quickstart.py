@@ -82,3 +82,16 @@ def test_quickstart_refuses_a_busy_port_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"Port {port}" in result.stderr and "--port" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_quickstart_refuses_an_unusable_data_dir_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    data_dir = tmp_path / "file" / "proctor-home"  # under a file: cannot be created
+    result = subprocess.run(
+        [*PROCTOR, "quickstart", "--data-dir", str(data_dir), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "--data-dir" in result.stderr and "Traceback" not in result.stderr

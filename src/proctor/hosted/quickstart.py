@@ -87,7 +87,13 @@ class Quickstart:
     def start(self) -> str:
         """Start the server and the demo model; returns the admin key."""
         data_dir = self.options.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(
+                f"Cannot create the data directory {data_dir} ({e.strerror}); "
+                "pass --data-dir with a writable directory."
+            ) from None
         for port, flag in (
             (self.options.port, "--port"),
             (self.options.model_port, "--model-port"),
@@ -264,8 +270,11 @@ def write_client_config(path: Path, *, api_url: str, api_key: str) -> None:
     data.update(api_url=api_url, api_key=api_key)
     lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if _toml_value(v) is not None]
     tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.chmod(0o600)  # it holds an admin key
+    tmp.unlink(missing_ok=True)
+    # Created 0600, never readable by others even for a moment: it holds an admin key.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
     tmp.replace(path)
 
 
