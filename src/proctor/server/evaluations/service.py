@@ -244,35 +244,6 @@ def _cap(message: str | None) -> str | None:
     return None if message is None else message[:ERROR_MESSAGE_MAX]
 
 
-def set_status(
-    session: Session, evaluation_id: str, status: str, *, error_message: str | None = None
-) -> Evaluation:
-    """Set any status from trusted server code (the hosted launcher), e.g. RUNNING or TIMEOUT.
-
-    Raises:
-        NotVisible: No such evaluation.
-        Conflict: The evaluation is already terminal.
-    """
-    evaluation = repository.get(session, evaluation_id, for_update=True)
-    if evaluation is None:
-        raise _unknown(evaluation_id)
-    if evaluation.status in TERMINAL_STATUSES:
-        raise Conflict(
-            f"Evaluation {evaluation_id} is already {evaluation.status}; its status cannot change.",
-            code="evaluation_closed",
-        )
-    now = utcnow()
-    evaluation.status = status
-    if status == "RUNNING" and evaluation.started_at is None:
-        evaluation.started_at = now
-    if status in TERMINAL_STATUSES:
-        evaluation.completed_at = now
-    if error_message is not None:
-        evaluation.error_message = _cap(error_message)
-    evaluation.updated_at = now
-    return evaluation
-
-
 def finalize(
     session: Session, principal: Principal, evaluation_id: str, metrics: dict[str, Any] | None
 ) -> Evaluation:
