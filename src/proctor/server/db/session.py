@@ -86,15 +86,21 @@ class Database:
             yield session
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Session]:
-        """A session that commits when the block succeeds and rolls back when it raises."""
-        with self._write_lock, self._write() as session:
+    def _transaction(self) -> Iterator[Session]:
+        # The caller holds the write lock (SQLite) for the whole block.
+        with self._write() as session:
             try:
                 yield session
                 session.commit()
             except BaseException:
                 session.rollback()
                 raise
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session that commits when the block succeeds and rolls back when it raises."""
+        with self._write_lock, self._transaction() as session:
+            yield session
 
     @contextlib.contextmanager
     def try_write(self) -> Iterator[Session | None]:
@@ -112,13 +118,8 @@ class Database:
             yield None
             return
         try:
-            with self._write() as session:
-                try:
-                    yield session
-                    session.commit()
-                except BaseException:
-                    session.rollback()
-                    raise
+            with self._transaction() as session:
+                yield session
         finally:
             lock.release()
 
