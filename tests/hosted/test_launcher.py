@@ -23,7 +23,10 @@ from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
 from proctor.server.hosted import service
 from proctor.server.hosted.schemas import CreateHostedEvaluation
+from proctor.server.settings import Settings
+from proctor.server.setup import prepare_database
 from tests.hosted.conftest import ADMIN_KEY
+from tests.procs import PROCTOR, ManagedProcess
 
 
 def _settings(**overrides: Any) -> LauncherSettings:
@@ -318,3 +321,29 @@ def test_launcher_dying_between_start_and_record_does_not_orphan_the_sandbox(
     assert hosted.sandbox_handle is not None
     starts = (tmp_path / "sandboxes" / evaluation_id / "starts").read_text()
     assert starts == "started\n"  # adopted, not started a second time
+
+
+def test_launcher_command_hands_sandboxes_the_servers_own_address(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'proctor.db'}")  # the data dir's own database
+    try:
+        prepare_database(Settings(data_dir=tmp_path, bootstrap_key=ADMIN_KEY), db)
+        evaluation_id = _create(db)
+    finally:
+        db.dispose()
+    env = {
+        "PROCTOR_PORT": "9123",  # where `proctor server` listens; no --api-url given
+        "PROCTOR_HOSTED_COMMAND": 'echo "url=$PROCTOR_API_URL"',
+        "PROCTOR_HOSTED_POLL_SECONDS": "0.05",
+    }
+    log = tmp_path / "sandboxes" / evaluation_id / "sandbox.log"
+    proc = ManagedProcess(
+        [*PROCTOR, "launcher", "--data-dir", str(tmp_path)], tmp_path / "launcher.log", env=env
+    ).start()
+    try:
+        deadline = time.monotonic() + 30
+        while "url=" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, proc.output()
+            time.sleep(0.05)
+    finally:
+        proc.stop()
+    assert "url=http://127.0.0.1:9123" in log.read_text()

@@ -21,8 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
     parser.add_argument(
         "--api-url",
-        help="platform URL handed to sandboxes (default PROCTOR_HOSTED_API_URL, else "
-        "http://127.0.0.1:8000)",
+        help="platform URL handed to sandboxes (default PROCTOR_HOSTED_API_URL, else the "
+        "server's own address from PROCTOR_HOST and PROCTOR_PORT, http://127.0.0.1:8000)",
     )
     parser.add_argument("--sandbox", choices=["local", "ray"], help="sandbox backend")
     parser.add_argument("--ray-address", help="Ray job API address, e.g. http://127.0.0.1:8265")
@@ -55,7 +55,7 @@ def run(argv: list[str]) -> int:
     launcher = Launcher(
         db,
         settings,
-        api_url=settings.api_url or "http://127.0.0.1:8000",
+        api_url=server.local_url(),  # unless settings.api_url names another
         data_dir=server.resolved_data_dir(),
         launcher_id=args.id,
     )

@@ -54,12 +54,16 @@ class Settings(BaseSettings):
                 return "postgresql+psycopg://" + url[len(prefix) :]
         return url
 
+    def local_url(self) -> str:
+        """The server's origin as this machine reaches it (a wildcard bind becomes loopback)."""
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
+        return f"http://{host}:{self.port}"
+
     def resolved_public_url(self) -> str:
         """Origin used to build links to the dashboard, without a trailing slash."""
         if self.public_url:
             return self.public_url.rstrip("/")
-        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
-        return f"http://{host}:{self.port}"
+        return self.local_url()
 
 
 def invalid_setting(error: ValidationError, *, env_prefix: str) -> ConfigError:

@@ -25,7 +25,7 @@ def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher |
         launcher = Launcher(
             db,
             launcher_settings,
-            api_url=f"http://{_loopback(settings.host)}:{settings.port}",
+            api_url=settings.local_url(),
             data_dir=settings.resolved_data_dir(),
             # Stable per data dir and port, so a restarted server recovers its sandboxes at once.
             launcher_id=f"server:{settings.resolved_data_dir()}:{settings.port}",
@@ -45,7 +45,3 @@ def stop_launcher(app: FastAPI) -> None:
     if launcher is not None:
         launcher.stop()
         app.state.launcher = None
-
-
-def _loopback(host: str) -> str:
-    return "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
