@@ -227,6 +227,11 @@ def test_every_subcommand_and_flag_is_documented(name: str) -> None:
     section = cli_sections(CLI_DOC.read_text()).get(name, "")
     subs = subcommands(help_parser([name]))
     assert [s for s in subs if f"proctor {name} {s}" not in section] == []
+    readme_row = next(
+        (line for line in README.read_text().splitlines() if line.startswith(f"| `proctor {name}")),
+        "",
+    )
+    assert [s for s in subs if f"`{s}`" not in readme_row] == []
     assert sorted(f for f in command_flags(name) if not mentions(section, f)) == []
 
 
