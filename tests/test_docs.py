@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from pydantic import AliasChoices, BaseModel
 from pydantic_settings import BaseSettings
 
 from proctor.cli.main import COMMANDS, main
+from proctor.eval import parse_eval_args
 from proctor.eval.config import EvalConfig
 from proctor.hosted.config import LauncherSettings
 from proctor.runs import ClientSettings
@@ -213,6 +215,19 @@ EVAL_MODELS = [("", EvalConfig)] + [
 ]
 
 
+def example_commands() -> list[list[str]]:
+    """Every `proctor ...` command in the bash blocks of README.md and docs/, as argv."""
+    commands = []
+    for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.M | re.S):
+            for line in block.splitlines():
+                for part in line.split(" #")[0].split("&&"):
+                    words = shlex.split(part.strip().rstrip("&"))
+                    if words and words[0] in ("proctor", ".venv/bin/proctor"):
+                        commands.append(words[1:])
+    return commands
+
+
 # --- the checks -----------------------------------------------------------------------------
 
 
@@ -308,6 +323,19 @@ def test_relative_links_resolve() -> None:
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+@pytest.mark.parametrize("argv", example_commands(), ids=" ".join)
+def test_example_commands_parse(argv: list[str]) -> None:
+    # Parsed, not run: an example with a flag that does not exist (any more) fails here.
+    if argv[0] == "eval":
+        parse_eval_args(argv[1:])
+    else:
+        help_parser(argv[:1]).parse_args(argv[1:])
+
+
+def test_the_readme_has_example_commands() -> None:
+    assert {argv[0] for argv in example_commands()} >= {"eval", "server", "hosted", "quickstart"}
 
 
 # --- the plugin example -----------------------------------------------------------------------
