@@ -42,12 +42,12 @@ from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
+from proctor.server.evaluations.schemas import CLOSED_STATUSES
 from proctor.server.hosted import repository
 
 logger = logging.getLogger(__name__)
 
 _ERROR_TAIL_BYTES = 2000
-_STOP_STATUSES = ("FAILED", "CANCELLED", "TIMEOUT")
 
 
 @dataclass
@@ -339,7 +339,7 @@ class Launcher:
                 to_stop.append((watched, "gone"))
                 continue
             status, cancel = record
-            if cancel or status in _STOP_STATUSES:
+            if cancel or status in CLOSED_STATUSES:
                 logger.info("stopping the sandbox of %s (%s)", watched.evaluation_id, status)
                 to_stop.append((watched, "cancelled"))
                 continue

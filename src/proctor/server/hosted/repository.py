@@ -13,11 +13,10 @@ from sqlalchemy import null, select, update
 from sqlalchemy.orm import Session
 
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
+from proctor.server.evaluations.schemas import ERROR_MESSAGE_MAX, TERMINAL_STATUSES
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+TERMINAL = tuple(sorted(TERMINAL_STATUSES))
 """Statuses an evaluation never leaves."""
-
-ERROR_MESSAGE_LIMIT = 4096
 
 
 def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluation] | None:
@@ -142,7 +141,7 @@ def set_status_if_open(
     if status in TERMINAL:
         values["completed_at"] = now
     if error_message is not None:
-        values["error_message"] = error_message[:ERROR_MESSAGE_LIMIT]
+        values["error_message"] = error_message[:ERROR_MESSAGE_MAX]
     result = session.execute(
         update(Evaluation)
         .where(Evaluation.id == evaluation_id, allowed)

@@ -11,7 +11,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session
@@ -22,12 +22,12 @@ from proctor.server.db.models import Evaluation, Sample
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations.repository import SampleOrder
-from proctor.server.evaluations.schemas import TERMINAL_STATUSES
+from proctor.server.evaluations.schemas import TERMINAL_STATUSES, Status
 from proctor.server.web import stats, transcript
 
 logger = logging.getLogger(__name__)
 
-STATUSES = ("PENDING", "RUNNING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+STATUSES: tuple[str, ...] = get_args(Status)
 SORTS: dict[str, SampleOrder] = {"seq": "seq", "-reward": "reward_desc", "reward": "reward_asc"}
 COMPARE_MAX = 6
 
