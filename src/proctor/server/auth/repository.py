@@ -123,6 +123,11 @@ def list_keys(session: Session) -> list[tuple[ApiKey, User]]:
     return [(k, u) for k, u in rows]
 
 
+def key_by_id(session: Session, key_id: str) -> ApiKey | None:
+    """The key with this id (a primary-key lookup)."""
+    return session.get(ApiKey, key_id)
+
+
 def keys_matching(session: Session, ref: str) -> list[ApiKey]:
     """Keys whose id, or displayed prefix, equals `ref`."""
     return list(session.scalars(select(ApiKey).where((ApiKey.id == ref) | (ApiKey.prefix == ref))))

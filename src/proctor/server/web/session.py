@@ -96,7 +96,7 @@ def read_cookie_value(secret: bytes, value: str, *, now: float | None = None) ->
 
 def principal_for_key_id(session: Session, key_id: str) -> Principal | None:
     """The principal of a live, unscoped key by id; None if it is gone or revoked."""
-    key = next((k for k in auth_repository.keys_matching(session, key_id) if k.id == key_id), None)
+    key = auth_repository.key_by_id(session, key_id)
     if key is None or key.revoked_at is not None or key.scope_evaluation_id is not None:
         return None
     user = auth_repository.user_by_id(session, key.user_id)
