@@ -103,6 +103,9 @@ def test_credential_headers_are_masked_in_metadata_but_reach_the_command(
     _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
     log = (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text()
     assert "Bearer hdr-s3cret" in log and "X-Team" in log
+    # Once the sandbox has ended, the database no longer holds the credential anywhere.
+    hosted = _record(db, evaluation_id)[1]
+    assert hosted.secrets is None and "hdr-s3cret" not in json.dumps(hosted.config)
 
 
 def test_nonzero_exit_fails_with_code_and_log_tail(db: Database, tmp_path: Path) -> None:

@@ -276,9 +276,13 @@ class Launcher:
                 return
             hosted = found[0]
             stored = dict(hosted.config or {})
-            secrets = dict((hosted.secrets or {}).get("custom_secrets") or {})
+            stored_secrets = dict(hosted.secrets or {})
             key = mint_scoped_key(session, evaluation_id, user_id, name=f"sandbox:{evaluation_id}")
-        config = HostedEvalConfig.model_validate(stored.get("eval_config") or {})
+        secrets = dict(stored_secrets.get("custom_secrets") or {})
+        eval_config = dict(stored.get("eval_config") or {})
+        if "headers" in stored_secrets:  # credential-like headers are masked in the config
+            eval_config["headers"] = stored_secrets["headers"]
+        config = HostedEvalConfig.model_validate(eval_config)
         command = build_command(
             self.settings.command,
             environment=str(stored["environment"]),

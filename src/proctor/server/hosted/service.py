@@ -111,16 +111,21 @@ def create_hosted(
             config={
                 "environment": env.name,
                 "model": body.inference_model,
-                # Unmasked (headers included): the launcher builds the command from it.
-                "eval_config": config.runnable_form(),
+                "eval_config": public_config,
             },
             backend=settings.sandbox,
             timeout_minutes=config.timeout_minutes,
             expected_samples=config.expected_samples,
             created_at=utcnow(),
         )
-        if config.custom_secrets:  # left unset otherwise: SQL NULL rather than a JSON null
-            hosted.secrets = {"custom_secrets": config.custom_secrets}
+        secrets: dict[str, Any] = {}
+        if config.custom_secrets:
+            secrets["custom_secrets"] = config.custom_secrets
+        headers = config.runnable_form().get("headers")
+        if headers != public_config.get("headers"):
+            secrets["headers"] = headers  # the unmasked ones, for the sandbox's command only
+        if secrets:  # left unset otherwise: SQL NULL rather than a JSON null
+            hosted.secrets = secrets
         session.add(hosted)
         ids.append(evaluation.id)
     session.flush()
