@@ -161,3 +161,17 @@ def test_an_invalid_setting_is_one_line_naming_its_variable(
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and variable in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["keys", "list"], ["keys", "revoke", "x"], ["teams", "list"], ["teams", "members", "t"]],
+)
+def test_reading_a_data_dir_without_a_database_names_it_and_creates_nothing(
+    command: list[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "typo"
+    result = cli(*command, "--data-dir", str(missing), env={"PROCTOR_DATABASE_URL": ""})
+    assert result.returncode == 2, result.stderr
+    assert str(missing) in result.stderr and "--data-dir" in result.stderr
+    assert not missing.exists()

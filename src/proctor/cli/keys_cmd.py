@@ -38,7 +38,7 @@ def run(argv: list[str]) -> int:
     from proctor.server.db.base import as_utc
     from proctor.server.setup import database_of
 
-    with database_of(args.data_dir) as db:
+    with database_of(args.data_dir, create=args.action == "create") as db:
         if args.action == "create":
             with db.write() as session:
                 created = service.create_key(

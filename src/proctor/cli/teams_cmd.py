@@ -35,7 +35,7 @@ def run(argv: list[str]) -> int:
     from proctor.server.auth import service
     from proctor.server.setup import database_of
 
-    with database_of(args.data_dir) as db:
+    with database_of(args.data_dir, create=args.action == "create") as db:
         if args.action == "create":
             with db.write() as session:
                 team = service.create_team(session, args.name, team_id=args.id)

@@ -81,14 +81,27 @@ def settings_from(data_dir: str | None = None, **overrides: object) -> Settings:
 
 
 @contextmanager
-def database_of(data_dir: str | None) -> Iterator[Database]:
+def database_of(data_dir: str | None, *, create: bool = True) -> Iterator[Database]:
     """The server's database for a CLI command (`--data-dir` or `PROCTOR_DATABASE_URL`),
     migrated, and disposed of when the block ends.
 
+    Args:
+        data_dir: The `--data-dir` flag, if given.
+        create: Create a missing SQLite file; off for commands that only read, so a
+            mistyped `--data-dir` is reported instead of silently created empty.
+
     Raises:
-        ConfigError: A setting is invalid, or the database cannot be opened.
+        ConfigError: A setting is invalid, or the database cannot be opened (or, without
+            `create`, its SQLite file does not exist).
     """
-    db = open_database(settings_from(data_dir))
+    settings = settings_from(data_dir)
+    if not create and not settings.database_url:
+        path = settings.resolved_data_dir() / "proctor.db"
+        if not path.is_file():
+            raise ConfigError(
+                f"There is no database at {path}; check --data-dir (or PROCTOR_DATA_DIR)."
+            )
+    db = open_database(settings)
     try:
         yield db
     finally:
