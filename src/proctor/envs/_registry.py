@@ -58,6 +58,10 @@ def load_environment(name: str, **env_args: Any) -> Environment:
             f"no environment named {name!r} is installed (installed: {installed}); "
             "pick one of those or install the package that provides it."
         )
+    return _load(name, ep, env_args)
+
+
+def _load(name: str, ep: EntryPoint, env_args: dict[str, Any]) -> Environment:
     try:
         factory = ep.load()
     except Exception as e:
@@ -85,7 +89,7 @@ def list_environments() -> list[EnvironmentInfo]:
     infos: list[EnvironmentInfo] = []
     for name, ep in sorted(_entry_points().items()):
         try:
-            info = load_environment(name).info()
+            info = _load(name, ep, {}).info()  # the entry points are scanned once
         except Exception as e:
             logger.warning("environment %s failed to load: %s", name, e)
             infos.append(EnvironmentInfo(name, f"failed to load: {e}", "broken", None, ep.value))
