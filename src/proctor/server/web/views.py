@@ -23,6 +23,7 @@ from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations.repository import SampleOrder
 from proctor.server.evaluations.schemas import TERMINAL_STATUSES, Status
+from proctor.server.hosted import service as hosted
 from proctor.server.web import stats, transcript
 
 logger = logging.getLogger(__name__)
@@ -195,10 +196,6 @@ def _hosted_logs(
     session: Session, principal: Principal, evaluation: Evaluation, app: FastAPI
 ) -> str | None:
     if not evaluation.is_hosted:
-        return None
-    try:
-        from proctor.server.hosted import service as hosted
-    except ImportError:  # a server without the hosted launcher: the page simply has no logs
         return None
     try:
         return hosted.read_logs(session, principal, evaluation.id, app)
