@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
 
+from proctor.cli._parser import CommandParser
 from proctor.errors import ConfigError
 
 
-class _Parser(argparse.ArgumentParser):
-    """Reports a bad flag as one line (via ConfigError, exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message}; run `proctor demo-model --help` for the options.")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = CommandParser(
         prog="proctor demo-model",
         description="Serve the scripted demo model (a stand-in for a real endpoint) on loopback.",
     )

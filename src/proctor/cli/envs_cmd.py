@@ -5,21 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from typing import NoReturn
 
-from proctor.errors import ConfigError
-
-
-class _Parser(argparse.ArgumentParser):
-    """Reports a bad flag as one line (via ConfigError, exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message}; run `proctor envs --help` for the options.")
+from proctor.cli._parser import CommandParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="proctor envs", description="Work with the installed environments.")
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    parser = CommandParser(prog="proctor envs", description="Work with the installed environments.")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     listing = sub.add_parser("list", help="list the installed environments (the default)")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser

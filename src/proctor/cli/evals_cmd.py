@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from proctor.cli._parser import CommandParser
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="proctor evals", description="List and show evaluations on the platform."
     )
     sub = parser.add_subparsers(dest="action", required=True)

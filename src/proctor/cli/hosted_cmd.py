@@ -8,11 +8,12 @@ import os
 import sys
 from typing import Any
 
+from proctor.cli._parser import CommandParser
 from proctor.errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="proctor hosted",
         description="Start, follow and cancel hosted evaluations "
         "(on PROCTOR_API_URL, with PROCTOR_API_KEY).",

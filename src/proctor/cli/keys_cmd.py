@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from proctor.cli._parser import CommandParser
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proctor keys", description="Manage API keys.")
+    parser = CommandParser(prog="proctor keys", description="Manage API keys.")
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a key and print its secret once")
     create.add_argument("--name", required=True, help="display name of the key")

@@ -11,10 +11,11 @@ import signal
 from types import FrameType
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
+from proctor.cli._parser import CommandParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="proctor launcher",
         description="Run hosted evaluations from the platform's queue in sandboxes.",
     )

@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proctor.cli._parser import CommandParser
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="proctor quickstart",
         description="Start a platform server (SQLite), the demo model and one hosted "
         "alphabet-sort evaluation; follow it, then keep serving until Ctrl-C.",

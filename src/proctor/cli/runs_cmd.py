@@ -6,21 +6,14 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from proctor.cli._parser import CommandParser
 from proctor.errors import ConfigError
 
 
-class _Parser(argparse.ArgumentParser):
-    """Reports a bad flag as one line (via ConfigError, exit 2) instead of usage + error."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message}; run `{self.prog} --help` for the options.")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="proctor runs", description="Work with local run directories.")
-    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    parser = CommandParser(prog="proctor runs", description="Work with local run directories.")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     sync = sub.add_parser(
         "sync",
         help="Send a run's unsent samples and close the run if its process could not.",

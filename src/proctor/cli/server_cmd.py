@@ -11,13 +11,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
+from proctor.cli._parser import CommandParser
 
 if TYPE_CHECKING:
     from proctor.server.settings import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="proctor server",
         description="Run the platform server (REST API + dashboard). "
         "`proctor server migrate` applies database migrations and exits.",

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from proctor.cli._parser import CommandParser
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="proctor teams", description="Manage teams.")
+    parser = CommandParser(prog="proctor teams", description="Manage teams.")
     sub = parser.add_subparsers(dest="action", required=True)
     create = sub.add_parser("create", help="create a team")
     create.add_argument("name", help="team name")
