@@ -129,6 +129,9 @@ def test_server_without_keys_says_how_to_create_the_first(tmp_path: Path) -> Non
     finally:
         assert_graceful_stop(proc)
     assert "proctor keys create" in proc.output()
+    # Said once, naming this data dir.
+    assert proc.output().count("proctor keys create") == 1
+    assert f"--data-dir {tmp_path}" in proc.output()
 
 
 def test_an_unreachable_database_is_one_line_naming_the_fix(tmp_path: Path) -> None:

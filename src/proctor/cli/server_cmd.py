@@ -7,7 +7,6 @@ names another database (PostgreSQL: `postgresql://user:pass@host:port/db`).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
@@ -56,24 +55,13 @@ def serve(settings: Settings, *, log_level: str = "info") -> int:
     import uvicorn
 
     from proctor.server.app import create_app
-    from proctor.server.auth import service as auth
     from proctor.server.setup import open_database, prepare_database
 
     db = open_database(settings)
     try:
-        prepare_database(settings, db)
-        with db.read() as session:
-            has_keys = auth.has_keys(session)
+        prepare_database(settings, db)  # warns, with the command, when no key exists yet
     finally:
         db.dispose()
-    if not has_keys:
-        print(
-            "No API key exists yet: create one with "
-            "`proctor keys create --name admin --admin"
-            + (f" --data-dir {settings.data_dir}`" if settings.database_url is None else "`")
-            + " (or set PROCTOR_BOOTSTRAP_KEY).",
-            file=sys.stderr,
-        )
     app = create_app(settings, prepare=False)
     config = uvicorn.Config(
         app,

@@ -28,8 +28,11 @@ def prepare_database(settings: Settings, db: Database) -> None:
             logger.info("created the admin key from PROCTOR_BOOTSTRAP_KEY")
         has_keys = auth.has_keys(session)
     if not has_keys:
+        data_dir = "" if settings.database_url else f" --data-dir {settings.data_dir}"
         logger.warning(
-            "no API key exists yet; create one with `proctor keys create --name admin --admin`"
+            "no API key exists yet; create one with "
+            "`proctor keys create --name admin --admin%s` (or set PROCTOR_BOOTSTRAP_KEY)",
+            data_dir,
         )
     completed = complete_pending_statistics(db)
     if completed:
