@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from proctor.hosted.command import DEFAULT_COMMAND, HostedEvalConfig, build_command
+from proctor.server.hosted.schemas import CreateHostedEvaluation
 
 
 def _words(command: str) -> list[str]:
@@ -105,3 +106,12 @@ def test_public_form_masks_credential_headers(headers: list[str] | dict[str, str
     public = HostedEvalConfig(headers=headers).public_form()
     assert "sk-live-123" not in str(public)
     assert "X-Team" in str(public) and "<redacted>" in str(public)
+
+
+def test_a_sample_count_past_what_the_database_stores_is_refused() -> None:
+    body = {"environment_ids": ["e"], "inference_model": "m"}
+    big = {"num_examples": 307445734561826, "rollouts_per_example": 30000}
+    with pytest.raises(ValidationError, match="rollouts_per_example must be at most"):
+        CreateHostedEvaluation.model_validate({**body, "eval_config": big})
+    fits = {"num_examples": 2**31 - 1, "rollouts_per_example": 1}
+    assert CreateHostedEvaluation.model_validate({**body, "eval_config": fits})

@@ -15,6 +15,9 @@ def _no_nul(value: str) -> str:
     return value
 
 
+# The expected sample count is stored in a 32-bit integer column (PostgreSQL's INTEGER).
+_MAX_SAMPLES = 2**31 - 1
+
 EnvironmentRef = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
 ModelName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
 EvaluationName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
@@ -41,6 +44,10 @@ class CreateHostedEvaluation(BaseModel):
     def _bounded(cls, value: HostedEvalConfig) -> HostedEvalConfig:
         if value.num_examples == 0:
             raise ValueError("num_examples must be at least 1, or -1 for the whole taskset")
+        if (value.expected_samples or 0) > _MAX_SAMPLES:
+            raise ValueError(
+                f"num_examples x rollouts_per_example must be at most {_MAX_SAMPLES}; ask for fewer"
+            )
         if "\\u0000" in value.model_dump_json():
             raise ValueError("eval_config may not contain NUL characters")
         return value
