@@ -134,14 +134,14 @@ def phase_ceiling(api_url: str, run_dir: Path, n: int) -> dict[str, Any]:
     """The server's own ingest rate: pre-encoded batches of 2,000 POSTed back to back."""
     import httpx
 
-    from proctor.runs._projection import record_to_line
+    from proctor.runs import project_sample
 
     http = httpx.Client(
         base_url=f"{api_url}/api/v1", headers={"Authorization": f"Bearer {KEY}"}, timeout=600
     )
     created = http.post("/evaluations/", json={"name": "ceiling", "environments": [], "tags": []})
     eid = created.json()["evaluation_id"]
-    lines = [record_to_line(make_record(i, eid))[:-1] for i in range(n)]
+    lines = [json.dumps(project_sample(make_record(i, eid))).encode() for i in range(n)]
     bodies = [b'{"samples":[' + b",".join(lines[i : i + 2000]) + b"]}" for i in range(0, n, 2000)]
     t0 = time.perf_counter()
     for body in bodies:

@@ -103,3 +103,9 @@ def test_unexpected_errors_answer_500_without_a_traceback(tmp_path: Path) -> Non
     body = assert_envelope(response, 500, "internal_error")
     assert "secret internals" not in response.text and "Traceback" not in response.text
     assert "log" in body["detail"]
+
+
+def test_the_schema_is_served_but_no_cdn_backed_docs_pages(api: Api) -> None:
+    assert api.client.get("/openapi.json").status_code == 200
+    for path in ("/docs", "/redoc"):
+        assert_envelope(api.client.get(path), 404)

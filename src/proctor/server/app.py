@@ -69,6 +69,10 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
         version=__version__,
         description="Evaluations, samples and hosted runs of proctor (see platform-api.md).",
         lifespan=lifespan,
+        # Swagger UI and ReDoc load their scripts from a CDN; the platform stays offline and
+        # serves the schema itself at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.db = db
