@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import NoReturn
 
 from proctor.errors import ConfigError
@@ -16,3 +17,9 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(f"{message}; run `{self.prog} --help` for the options.")
+
+
+def add_data_dir_option(subcommands: Iterable[argparse.ArgumentParser]) -> None:
+    """Give every subcommand `--data-dir`: commands that act on the server's database directly."""
+    for parser in subcommands:
+        parser.add_argument("--data-dir", help="server data directory (default ~/.proctor)")

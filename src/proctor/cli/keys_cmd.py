@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import CommandParser, add_data_dir_option
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,8 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list keys (never their secrets)")
     revoke = sub.add_parser("revoke", help="revoke a key by id or displayed prefix")
     revoke.add_argument("key", help="key id or prefix as shown by `proctor keys list`")
-    for p in sub.choices.values():
-        p.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    add_data_dir_option(sub.choices.values())
     return parser
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import CommandParser, add_data_dir_option
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,8 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument("user", help="user name")
     members = sub.add_parser("members", help="list a team's members")
     members.add_argument("team", help="team id")
-    for p in sub.choices.values():
-        p.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    add_data_dir_option(sub.choices.values())
     return parser
 
 
