@@ -184,3 +184,20 @@ def test_a_busy_port_is_one_clear_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "cannot listen on 127.0.0.1:" in done.stderr and "pick another --port" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+async def test_rate_limit_answers_429_with_retry_after_above_it(serve: Serve) -> None:
+    url = await serve(rate_limit=5)
+    async with httpx.AsyncClient(base_url=url) as http:
+        replies = await asyncio.gather(
+            *(http.post("/chat/completions", json=_chat(f"hi {i}")) for i in range(12))
+        )
+        assert (await http.get("/models")).status_code == 200  # only chat counts
+    statuses = [r.status_code for r in replies]
+    assert 1 <= statuses.count(200) <= 6  # a burst of one second's worth, then refusals
+    refused = [r for r in replies if r.status_code == 429]
+    assert len(refused) >= 6
+    for r in refused:
+        assert int(r.headers["retry-after"]) >= 1
+        assert 0 < float(r.headers["retry-after-ms"]) <= 1000
+        assert r.json()["error"]["type"] == "rate_limit_error"

@@ -252,3 +252,49 @@ async def test_per_request_timeout_is_retried_then_fails(endpoint: tuple[str, Sc
         await client.aclose()
     assert len(script.requests) == 2
     assert time.monotonic() - started < 0.8 * 2
+
+
+@pytest.mark.parametrize(
+    ("status", "sdk_error"),
+    [
+        (400, "BadRequestError"),
+        (401, "AuthenticationError"),
+        (404, "NotFoundError"),
+        (429, "RateLimitError"),
+        (503, "InternalServerError"),
+    ],
+)
+async def test_fast_path_fails_with_the_sdks_own_errors(
+    endpoint: tuple[str, Script], status: int, sdk_error: str
+) -> None:
+    """Chat completions bypass the SDK's pipeline, not its error types or messages."""
+    import openai
+
+    url, script = endpoint
+    script.answers = [(status, {"x-request-id": "req-1"}, {"error": {"message": "nope"}})]
+    client = make_client(url, max_retries=0)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    cause = caught.value.__cause__
+    assert type(cause) is getattr(openai, sdk_error)
+    assert isinstance(cause, openai.APIStatusError)
+    assert cause.status_code == status and cause.request_id == "req-1"
+    assert cause.message == f"Error code: {status} - nope"
+    assert (
+        str(caught.value) == f"model request failed with HTTP {status}: Error code: {status} - nope"
+    )
+
+
+async def test_fast_path_connection_failure_is_the_sdks_connection_error() -> None:
+    import openai
+
+    client = make_client(f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(MESSAGES)
+    finally:
+        await client.aclose()
+    assert isinstance(caught.value.__cause__, openai.APIConnectionError)

@@ -24,6 +24,13 @@ def _parser() -> argparse.ArgumentParser:
         "--error-rate", type=float, default=0.0, help="share of requests answered 429/500 (0-1)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds mistakes and errors")
+    parser.add_argument(
+        "--rate-limit",
+        type=float,
+        default=None,
+        metavar="RPS",
+        help="answer at most RPS chat requests per second; above it HTTP 429 with Retry-After",
+    )
     return parser
 
 
@@ -42,6 +49,7 @@ def run(argv: list[str]) -> int:
             latency_ms=args.latency_ms,
             error_rate=args.error_rate,
             seed=args.seed,
+            rate_limit=args.rate_limit,
         )
     except ValidationError as e:
         problem = e.errors()[0]

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import random
 import signal
 import time
@@ -47,6 +48,9 @@ class DemoModelConfig(BaseModel):
     """Share of requests answered with an error: half 429 (`Retry-After: 0`), half 500."""
     seed: int = 0
     """Seeds the policies' mistakes and the error injection."""
+    rate_limit: float | None = Field(default=None, gt=0)
+    """Most chat completions answered per second (a token bucket holding one second's worth);
+    above it, HTTP 429 with `Retry-After` / `retry-after-ms` saying when a slot frees up."""
 
 
 def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -64,6 +68,47 @@ def _error(status: int, message: str, type_: str, code: str | None = None) -> we
     return _json(body, status=status, headers=headers)
 
 
+class _TokenBucket:
+    """`rate` requests per second with bursts of up to one second's worth, like a provider's."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self._tokens = self.capacity
+        self._at = time.monotonic()
+        self.admitted = 0
+        self.refused = 0
+
+    def take(self) -> float:
+        """0.0 when a request may go ahead, else the seconds until one may."""
+        now = time.monotonic()
+        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            self.admitted += 1
+            return 0.0
+        self.refused += 1
+        return (1.0 - self._tokens) / self.rate
+
+
+def _rate_limited(wait_s: float) -> web.Response:
+    body = {
+        "error": {
+            "message": "Rate limit reached; retry after the time in Retry-After.",
+            "type": "rate_limit_error",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+    # Both spellings, as OpenAI sends them: whole seconds (HTTP) and milliseconds.
+    headers = {
+        "Retry-After": str(max(1, math.ceil(wait_s))),
+        "retry-after-ms": f"{wait_s * 1000:.0f}",
+    }
+    return _json(body, status=429, headers=headers)
+
+
 def _estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
@@ -77,6 +122,8 @@ class DemoModel:
         self._errors = random.Random(f"demo-errors:{config.seed}")
         self._ids = itertools.count(1)
         self._times_seen: dict[int, int] = {}
+        self.bucket = _TokenBucket(config.rate_limit) if config.rate_limit else None
+        """The rate limiter (None without `rate_limit`); its counters tell what was refused."""
 
     def app(self) -> web.Application:
         """The aiohttp application serving `/v1`."""
@@ -108,6 +155,8 @@ class DemoModel:
     async def chat_completions(self, request: web.Request) -> web.Response:
         """`POST /v1/chat/completions` (non-streaming)."""
         body = await request.read()
+        if self.bucket is not None and (wait_s := self.bucket.take()):
+            return _rate_limited(wait_s)  # refused at once, as a provider's gateway does
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
         if self.config.error_rate and self._errors.random() < self.config.error_rate:
@@ -160,13 +209,16 @@ class DemoModel:
         )
 
 
-async def start_server(config: DemoModelConfig) -> tuple[web.AppRunner, str]:
+async def start_server(
+    config: DemoModelConfig, *, model: DemoModel | None = None
+) -> tuple[web.AppRunner, str]:
     """Start serving; returns the runner (call `cleanup()` to stop) and the `/v1` base URL.
 
     Raises:
         ConfigError: the address cannot be listened on.
     """
-    runner = web.AppRunner(DemoModel(config).app(), access_log=None, handle_signals=False)
+    model = model or DemoModel(config)
+    runner = web.AppRunner(model.app(), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, backlog=1024)
     try:

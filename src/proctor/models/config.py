@@ -38,6 +38,9 @@ class ClientConfig(BaseModel):
     """Longest wait between two attempts, Retry-After included."""
     preflight: bool = True
     """Check that the endpoint answers before any rollout starts."""
+    adaptive_concurrency: bool = True
+    """On HTTP 429s, lower the requests in flight (AIMD) and climb back to -c when they stop
+    (`--client.no-adaptive-concurrency`: always keep -c in flight)."""
 
     def api_key(self) -> str | None:
         """The key read from `api_key_var`, or None when the variable is unset or empty."""

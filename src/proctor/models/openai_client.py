@@ -1,10 +1,17 @@
-"""The OpenAI-compatible chat client: one `AsyncOpenAI` over aiohttp, our own retries.
+"""The OpenAI-compatible chat client: chat completions straight over aiohttp, the rest on the SDK.
 
-The SDK's own retries are off (`max_retries=0`) so that one policy — exponential backoff with
-jitter on 429 / 5xx / connection errors, honouring `Retry-After` — applies to every request
-and is visible in our logs. Responses are read as raw JSON rather than parsed into the SDK's
-pydantic models: an engine keeping hundreds of rollouts in flight spends most of its CPU on
-the client, and the plain dict is all an environment needs.
+Chat completions are the hot path: an engine keeping hundreds of rollouts in flight spent
+most of its CPU inside the `openai` SDK's request pipeline (options, headers, transport
+wrappers), about as much again as everything else per rollout. So that one request is a
+plain aiohttp POST of JSON bytes, read back as a dict. The boundary keeps the SDK's
+semantics: a failed request raises the very exception the SDK would (`openai.RateLimitError`,
+`openai.APIConnectionError`, ...), built by the SDK itself from the response, so retries,
+error messages and `Retry-After` handling are unchanged. Every other request (`GET /models`
+for the preflight) goes through `AsyncOpenAI`; `openai` is imported only when one is made.
+
+Our own retries apply — exponential backoff with jitter on 429 / 5xx / connection errors,
+honouring `Retry-After` — and each attempt takes a slot of the `AdaptiveLimiter`, which lowers
+the requests in flight on sustained 429s.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
+from proctor.models.limiter import AdaptiveLimiter
 from proctor.models.retry import RetryPolicy, is_retryable
 from proctor.models.types import Completion, TokenUsage
 
 if TYPE_CHECKING:
+    import aiohttp
+    from multidict import CIMultiDictProxy
     from openai import AsyncOpenAI
 
 logger = logging.getLogger(__name__)
@@ -35,7 +45,8 @@ class OpenAIChatClient:
         model: Model name sent with every request.
         client: Endpoint, key, headers, timeout and retry settings.
         sampling: Sampling parameters sent with every request.
-        max_connections: Upper bound of open HTTP connections (the run's concurrency).
+        max_connections: Upper bound of open HTTP connections and of requests in flight
+            (the run's concurrency).
     """
 
     def __init__(
@@ -46,9 +57,6 @@ class OpenAIChatClient:
         sampling: SamplingConfig | None = None,
         max_connections: int = 1000,
     ) -> None:
-        import httpx2
-        from openai import AsyncOpenAI, DefaultAioHttpClient
-
         self.model = model
         self.config = client or ClientConfig()
         self._request_args = (sampling or SamplingConfig()).request_args()
@@ -57,19 +65,18 @@ class OpenAIChatClient:
             base_delay=self.config.retry_base_delay,
             max_delay=self.config.retry_max_delay,
         )
-        # aiohttp's connection pool costs a fraction of httpx's per request (bench/README.md).
-        limits = httpx2.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
-        )
-        self._response_type = httpx2.Response
-        self._openai: AsyncOpenAI = AsyncOpenAI(
-            base_url=self.config.base_url,
-            api_key=self.config.api_key() or PLACEHOLDER_API_KEY,
-            default_headers=self.config.headers or None,
-            timeout=self.config.timeout,
-            max_retries=0,
-            http_client=DefaultAioHttpClient(timeout=self.config.timeout, limits=limits),
-        )
+        self.limiter = AdaptiveLimiter(max_connections, adaptive=self.config.adaptive_concurrency)
+        """The requests in flight and their current cap (see `proctor.models.limiter`)."""
+        self._max_connections = max_connections
+        self._url = self.config.base_url.rstrip("/") + "/chat/completions"
+        self._headers = {
+            "Authorization": f"Bearer {self.config.api_key() or PLACEHOLDER_API_KEY}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **self.config.headers,
+        }
+        self._session: aiohttp.ClientSession | None = None
+        self._openai: AsyncOpenAI | None = None
 
     async def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
@@ -81,34 +88,107 @@ class OpenAIChatClient:
         """
         started = time.perf_counter()
         try:
-            body = await self._request(messages, tools)
+            body = await self._attempt(messages, tools)
         except Exception as first:
             if not is_retryable(first) or self._retry.max_retries == 0:
                 raise _model_error(first, attempts=1) from first
             body = await self._retry.run(
-                lambda: self._request(messages, tools), first, _model_error
+                lambda: self._attempt(messages, tools), first, _model_error
             )
         return _completion(body, latency_s=time.perf_counter() - started)
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        # A slot per attempt, not per call: a request waiting out its backoff holds none.
+        round_ = await self.limiter.acquire()
+        rate_limited = False
+        try:
+            return await self._request(messages, tools)
+        except Exception as e:
+            rate_limited = getattr(e, "status_code", None) == 429
+            raise
+        finally:
+            self.limiter.release(round_, rate_limited=rate_limited)
 
     async def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> dict[str, Any]:
+        import aiohttp
+
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **self._request_args}
         if tools is not None:
             payload["tools"] = tools
-        # The SDK's `chat.completions.create` first walks the messages through its TypedDict
-        # transforms (about half its CPU per request); the body is plain JSON already, so we
-        # hand the client the bytes and take the response as it came.
-        response = await self._openai.post(
-            "/chat/completions", cast_to=self._response_type, content=json.dumps(payload).encode()
-        )
+        session = self._session or self._open_session()
         try:
-            body = json.loads(response.content)
+            async with session.post(self._url, data=json.dumps(payload).encode()) as response:
+                status = response.status
+                content = await response.read()
+                headers = response.headers
+        except (TimeoutError, aiohttp.ClientError) as e:
+            raise self._connection_error(e) from e
+        if status >= 400:
+            raise self._status_error(status, headers, content)
+        try:
+            body = json.loads(content)
         except ValueError as e:
             raise ModelError(f"the model endpoint returned invalid JSON: {e}") from e
         if not isinstance(body, dict) or not body.get("choices"):
             raise ModelError(f"the model endpoint returned no choices: {str(body)[:200]}")
         return body
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+            # The body is JSON we wrote; the answers are read whole: no cookie jar, no
+            # per-request content sniffing.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=True,
+        )
+        return self._session
+
+    def _sdk(self) -> AsyncOpenAI:
+        """The SDK client for every request other than chat completions (made on first use)."""
+        if self._openai is None:
+            from openai import AsyncOpenAI
+
+            self._openai = AsyncOpenAI(
+                base_url=self.config.base_url,
+                api_key=self.config.api_key() or PLACEHOLDER_API_KEY,
+                default_headers=self.config.headers or None,
+                timeout=self.config.timeout,
+                max_retries=0,
+            )
+        return self._openai
+
+    def _status_error(
+        self, status: int, headers: CIMultiDictProxy[str], content: bytes
+    ) -> Exception:
+        """The exception the SDK raises for this answer, built by the SDK from it."""
+        import httpx2
+
+        response = httpx2.Response(
+            status,
+            headers=list(headers.items()),
+            content=content,
+            request=httpx2.Request("POST", self._url),
+        )
+        return self._sdk()._make_status_error_from_response(response)
+
+    def _connection_error(self, error: BaseException) -> Exception:
+        """`openai.APITimeoutError` or `openai.APIConnectionError`, as the SDK would raise."""
+        import httpx2
+        import openai
+
+        request = httpx2.Request("POST", self._url)
+        if isinstance(error, TimeoutError):
+            return openai.APITimeoutError(request=request)
+        return openai.APIConnectionError(message=f"Connection error: {error}", request=request)
 
     async def preflight(self, *, timeout: float = 5.0) -> None:
         """Fail fast when the endpoint does not answer at all (`GET /models`).
@@ -123,7 +203,7 @@ class OpenAIChatClient:
 
         url = self.config.base_url
         try:
-            await self._openai.with_options(timeout=timeout).models.list()
+            await self._sdk().with_options(timeout=timeout).models.list()
         except openai.APIStatusError as e:
             if e.status_code in (401, 403):
                 logger.warning(
@@ -138,8 +218,13 @@ class OpenAIChatClient:
             ) from e
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._openai.close()
+        """Close the HTTP connection pools."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._openai is not None:
+            await self._openai.close()
+            self._openai = None
 
 
 def _completion(body: dict[str, Any], *, latency_s: float) -> Completion:
