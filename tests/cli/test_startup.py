@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from proctor.cli.main import COMMANDS
+from tests.eval.helpers import cli_env, start_demo_model
 
 HEAVY = ("sqlalchemy", "aiohttp", "fastapi", "uvicorn", "openai", "rich", "ray", "pydantic")
 
@@ -40,3 +42,41 @@ def test_help_does_not_import_heavy_libraries(command: str) -> None:
     )
     loaded = set(result.stderr.split()) - ALLOWED.get(command, set())
     assert not loaded, f"`proctor {command} --help` imported {sorted(loaded)}"
+
+
+RUN_PROBE = """
+import sys
+from proctor.cli.main import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+print("LOADED " + " ".join(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
+"""
+
+# What a local `proctor eval` never needs: the SDK (chat goes straight over aiohttp and only a
+# failed request builds the SDK's error), the runs SDK and its httpx (nothing is pushed),
+# tenacity (no retry happened), rich (--no-rich), the server's libraries.
+NOT_NEEDED = ("openai", "httpx", "httpx2", "tenacity", "rich", "proctor.runs", "sqlalchemy",
+              "fastapi", "uvicorn")  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_a_local_eval_imports_only_what_it_uses(tmp_path: Path) -> None:
+    url, demo = start_demo_model(tmp_path)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", RUN_PROBE, ",".join(NOT_NEEDED), "eval", "reverse-text",
+             "-n", "3", "--no-push", "--no-rich", "-o", str(tmp_path / "out"),
+             "--client.base-url", url],  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env=cli_env(),
+        )
+    finally:
+        demo.stop()
+    assert "completed: 3/3 episodes" in result.stdout, result.stderr
+    loaded = result.stdout.split("LOADED")[-1].split()
+    assert not loaded, f"a local `proctor eval` imported {loaded}"

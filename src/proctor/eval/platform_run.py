@@ -16,11 +16,14 @@ attach contract (DESIGN.md) live here, on top of the public `proctor.runs` API:
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from proctor import runs
 from proctor.errors import AttachError, ConfigError, PlatformError
+
+if TYPE_CHECKING:
+    from proctor import runs
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +50,27 @@ class PlatformRun(Protocol):
         timeout: float | None = None,
     ) -> None:
         """Drain uploads, write the summary metrics, finalize (or mark failed/cancelled)."""
+
+
+class LocalRun:
+    """The run of `--no-push`: nothing is sent, so the runs SDK (httpx, settings) never loads."""
+
+    def __init__(self) -> None:
+        self.id = f"local-{uuid.uuid4().hex[:12]}"
+        self.url: str | None = None
+        self.attached = False
+
+    def log_episodes(self, records: list[dict[str, Any]]) -> None:
+        """Nothing to hand over: the trace file is the whole record."""
+
+    def finish(
+        self,
+        *,
+        status: RunStatus = "completed",
+        error: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Nothing to drain or finalize."""
 
 
 def _expected_samples(config: dict[str, Any]) -> int | None:
@@ -85,10 +109,15 @@ def open_platform_run(
         "run_dir": run_dir,
         "expected_samples": _expected_samples(config),
     }
-    run: runs.Run
     if not push:
-        run = runs.init(mode="disabled", **common)
-    elif attach:
+        local = LocalRun()
+        if isinstance(config.get("run"), dict):
+            config["run"]["id"] = local.id
+        return local
+    from proctor import runs
+
+    run: runs.Run
+    if attach:
         # No fallback: a launcher is waiting for samples under exactly this id.
         run = runs.init(id=attach, **common)
     else:

@@ -6,8 +6,8 @@ wrappers), about as much again as everything else per rollout. So that one reque
 plain aiohttp POST of JSON bytes, read back as a dict. The boundary keeps the SDK's
 semantics: a failed request raises the very exception the SDK would (`openai.RateLimitError`,
 `openai.APIConnectionError`, ...), built by the SDK itself from the response, so retries,
-error messages and `Retry-After` handling are unchanged. Every other request (`GET /models`
-for the preflight) goes through `AsyncOpenAI`; `openai` is imported only when one is made.
+error messages and `Retry-After` handling are unchanged; `openai` is imported only once a
+request fails. The preflight (`GET /models`, any answer counts) is a plain GET as well.
 
 Our own retries apply — exponential backoff with jitter on 429 / 5xx / connection errors,
 honouring `Retry-After` — and each attempt takes a slot of the `AdaptiveLimiter`, which lowers
@@ -153,7 +153,7 @@ class OpenAIChatClient:
         return self._session
 
     def _sdk(self) -> AsyncOpenAI:
-        """The SDK client for every request other than chat completions (made on first use)."""
+        """The SDK client, made on first use (it builds the errors of failed requests)."""
         if self._openai is None:
             from openai import AsyncOpenAI
 
@@ -194,28 +194,33 @@ class OpenAIChatClient:
         """Fail fast when the endpoint does not answer at all (`GET /models`).
 
         Any HTTP answer counts as reachable; a 401/403 only warns, since some endpoints guard
-        `/models` differently from chat completions.
+        `/models` differently from chat completions. A plain GET on the chat session: only
+        reachability is asked, and the SDK's import alone would cost more than half the
+        start-up budget of a run (docs/engine.md).
 
         Raises:
             ModelError: nothing answered at `base_url`.
         """
-        import openai
+        import aiohttp
 
         url = self.config.base_url
+        session = self._session or self._open_session()
         try:
-            await self._sdk().with_options(timeout=timeout).models.list()
-        except openai.APIStatusError as e:
-            if e.status_code in (401, 403):
-                logger.warning(
-                    "the model at %s answered HTTP %s; is $%s set to a valid key?",
-                    url,
-                    e.status_code,
-                    self.config.api_key_var,
-                )
-        except openai.APIConnectionError as e:
+            async with session.get(
+                url.rstrip("/") + "/models", timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as response:
+                status = response.status
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise ModelError(
                 f"cannot reach the model at {url}: start it or pass --client.base-url"
             ) from e
+        if status in (401, 403):
+            logger.warning(
+                "the model at %s answered HTTP %s; is $%s set to a valid key?",
+                url,
+                status,
+                self.config.api_key_var,
+            )
 
     async def aclose(self) -> None:
         """Close the HTTP connection pools."""
