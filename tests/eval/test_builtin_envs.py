@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from proctor.stats import TIMES
 from tests.eval.helpers import pairs, read_config, read_traces, run_eval
 
 
@@ -32,7 +34,14 @@ def test_env_runs_end_to_end(env: str, demo_model: str, tmp_path: Path) -> None:
         assert record["timing"]["duration_s"] >= 0
         assert record["task"]["index"] == record["example_id"]
     assert (run_dir / "logs" / "eval.log").read_text().strip()
-    assert "run r1 completed: 16/16 episodes, avg reward" in result.stdout
+    assert "run r1 completed: 16/16 episodes, mean reward " in result.stdout
+    # The closing line's mean comes with its interval and shape, computed from the records.
+    rewards = [r["reward"] for r in records]
+    mean = f"{sum(rewards) / len(rewards):.3f}"
+    assert re.search(
+        rf"mean reward {mean}( ± \d\.\d{{3}} \(95% CI\))?, 8 examples {TIMES} 2 rollouts",
+        result.stdout,
+    ), result.stdout
     assert "error rate 0.0%" in result.stdout
 
     if env == "tool-calc":

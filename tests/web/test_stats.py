@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from proctor.server.web.stats import HISTOGRAM_BUCKETS, pass_at_k
+from proctor.server.web.stats import HISTOGRAM_BUCKETS
 from tests.web.conftest import Web, tool_sample
-
-
-@pytest.mark.parametrize(
-    ("n", "c", "k", "expected"),
-    [
-        (4, 0, 1, 0.0),
-        (4, 1, 1, 0.25),
-        (4, 1, 2, 0.5),  # 1 - C(3,2)/C(4,2) = 1 - 3/6
-        (4, 2, 2, 1 - 1 / 6),
-        (4, 3, 2, 1.0),
-        (4, 4, 4, 1.0),
-        (200, 1, 1, 1 / 200),
-    ],
-)
-def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
-    assert pass_at_k(n, c, k) == pytest.approx(expected)
-    if k <= n:
-        exact = 1 - math.comb(n - c, k) / math.comb(n, k)
-        assert pass_at_k(n, c, k) == pytest.approx(exact)
 
 
 def test_histogram_spans_rewards_outside_zero_one_and_skips_missing(web: Web) -> None:

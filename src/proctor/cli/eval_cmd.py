@@ -10,6 +10,7 @@ from proctor.eval.config import EvalConfig
 from proctor.eval.progress import LogProgress, ProgressView, RichProgress
 from proctor.eval.runner import EvalResult, run_eval
 from proctor.eval.toml_io import dump_toml
+from proctor.stats import headline
 
 
 def run(argv: list[str]) -> int:
@@ -61,10 +62,9 @@ def _configure_output(config: EvalConfig) -> tuple[ProgressView, logging.Handler
 def format_summary(result: EvalResult) -> str:
     """The closing lines: rewards, error rate, tokens, wall time, where the run lives."""
     s = result.stats
-    avg = "-" if s.mean_reward is None else f"{s.mean_reward:.4f}"
     lines = [
         f"run {result.run_name} {result.status}: {s.done}/{s.total} episodes, "
-        f"avg reward {avg}, error rate {s.error_rate:.1%} ({s.errors}), "
+        f"mean reward {headline(s.estimate())}, error rate {s.error_rate:.1%} ({s.errors}), "
         f"tokens {s.prompt_tokens} prompt + {s.completion_tokens} completion, "
         f"wall {s.elapsed_s:.1f}s",
     ]

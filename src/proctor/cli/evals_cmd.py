@@ -1,24 +1,59 @@
-"""`proctor evals list|get`: evaluations on the platform at PROCTOR_API_URL."""
+"""`proctor evals list|get|compare`: evaluations on the platform at PROCTOR_API_URL.
+
+Every figure comes from the platform's statistics (`/evaluations/{id}/stats` and
+`/evaluations/compare`); this module only lays them out.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from proctor.cli._parser import CommandParser
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="proctor evals", description="List and show evaluations on the platform."
+        prog="proctor evals", description="List, show and compare evaluations on the platform."
     )
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="the newest evaluations")
     listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     listing.add_argument("--json", action="store_true", help="print the records as JSON")
-    get = sub.add_parser("get", help="one evaluation's record as JSON")
+    get = sub.add_parser("get", help="one evaluation's record and statistics as JSON")
     get.add_argument("id", help="evaluation id")
+    compare = sub.add_parser("compare", help="candidate B against baseline A, paired by example")
+    compare.add_argument("baseline", help="evaluation id of the baseline (A)")
+    compare.add_argument("candidate", help="evaluation id of the candidate (B)")
+    compare.add_argument("--json", action="store_true", help="print the platform's answer")
     return parser
+
+
+def _number(value: float | None, digits: int = 3, *, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def format_comparison(answer: dict[str, Any]) -> str:
+    """The comparison as text: each side's headline, then the paired difference."""
+    lines = []
+    for role, stats in zip(("A (baseline) ", "B (candidate)"), answer["evaluations"], strict=False):
+        lines.append(f"{role}  {stats['evaluation_id']}  mean reward {stats['headline']}")
+    p = answer["paired"]
+    half = None if p["ci95"] is None else (p["ci95"][1] - p["ci95"][0]) / 2
+    spread = "" if half is None else f" ± {half:.3f} (95% CI)"
+    lines.append(
+        f"B - A over {p['n_common']} common examples: {_number(p['mean_diff'], sign=True)}"
+        f"{spread}, p = {_number(p['p_value'])}; "
+        f"wins {p['wins']}, ties {p['ties']}, losses {p['losses']}"
+    )
+    lines.append(f"smallest difference detectable at 80% power: {_number(p['mde80'])}")
+    only_a, only_b = p["only_baseline"]["count"], p["only_candidate"]["count"]
+    if only_a or only_b:
+        lines.append(f"not paired: {only_a} examples only in A, {only_b} only in B")
+    return "\n".join(lines)
 
 
 def run(argv: list[str]) -> int:
@@ -29,18 +64,24 @@ def run(argv: list[str]) -> int:
     client = remote.connect()
     try:
         if args.action == "get":
-            print(json.dumps(remote.get(client, args.id), indent=2))
+            record = remote.get(client, args.id)
+            record["stats"] = remote.stats(client, args.id)
+            print(json.dumps(record, indent=2))
+            return 0
+        if args.action == "compare":
+            answer = remote.compare(client, [args.baseline, args.candidate])
+            print(json.dumps(answer, indent=2) if args.json else format_comparison(answer))
             return 0
         records = remote.list_evaluations(client, limit=args.limit)
         if args.json:
             print(json.dumps(records, indent=2))
             return 0
-        print(f"{'ID':36}  {'STATUS':10}  {'SAMPLES':>7}  {'SCORE':>6}  HOSTED  NAME")
+        print(f"{'ID':36}  {'STATUS':10}  {'SAMPLES':>7}  {'MEAN REWARD':>11}  HOSTED  NAME")
         for r in records:
             score = r.get("avg_score")
             print(
                 f"{r['evaluation_id']:36}  {r['status']:10}  {r.get('total_samples', 0):>7}  "
-                f"{'' if score is None else f'{score:.3f}':>6}  "
+                f"{'' if score is None else f'{score:.3f}':>11}  "
                 f"{'yes' if r.get('is_hosted') else 'no':6}  {r.get('name', '')}"
             )
         return 0

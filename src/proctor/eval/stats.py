@@ -1,4 +1,8 @@
-"""Running figures of an eval: done, errors, mean reward, per-reward means, tokens, rate."""
+"""Running figures of an eval: done, errors, mean reward, per-reward means, tokens, rate.
+
+The mean reward and its interval follow `proctor.stats`, the same arithmetic as the
+platform's, so the closing line and the dashboard show one number.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from proctor import stats as arithmetic
+
 
 @dataclass(slots=True)
 class RunStats:
     """Folds finished episode records into the figures the progress view and summary show.
 
-    Rewards are averaged over successful episodes: a failed rollout's rewards are unknown,
-    and the error rate reports it separately.
+    Rewards are averaged over scored episodes (a reward and no error): a failed rollout's
+    rewards are unknown, and the error rate reports it separately.
     """
 
     total: int
@@ -20,11 +26,15 @@ class RunStats:
     done: int = 0
     errors: int = 0
     reward_sum: float = 0.0
+    scored: int = 0
+    """Episodes with a reward and no error."""
     rewards: dict[str, list[float]] = field(default_factory=dict)
     """Per reward/metric name: [sum, count]."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
+    by_example: dict[int, list[float]] = field(default_factory=dict)
+    """Per example id: [scored rollouts, sum of rewards, sum of squared rewards]."""
     new_done: int = 0
     """Episodes finished by this invocation (kept ones of a resume excluded), for the rate."""
 
@@ -39,7 +49,16 @@ class RunStats:
         if record.get("error") is not None:
             self.errors += 1
             return
-        self.reward_sum += record.get("reward") or 0.0
+        reward = record.get("reward")
+        if reward is not None:
+            self.scored += 1
+            self.reward_sum += reward
+            example = record.get("example_id")
+            key = int(example) if example is not None else -self.scored  # alone if unknown
+            totals = self.by_example.setdefault(key, [0, 0.0, 0.0])
+            totals[0] += 1
+            totals[1] += reward
+            totals[2] += reward * reward
         for group in ("rewards", "metrics"):
             for name, value in (record.get(group) or {}).items():
                 if value is None:
@@ -57,8 +76,15 @@ class RunStats:
 
     @property
     def mean_reward(self) -> float | None:
-        """Mean reward of the successful episodes so far (None before the first)."""
-        return self.reward_sum / self.ok if self.ok else None
+        """Mean reward of the scored episodes so far (None before the first)."""
+        return self.reward_sum / self.scored if self.scored else None
+
+    def estimate(self) -> arithmetic.MeanEstimate:
+        """The mean reward with its standard error clustered by example and 95% interval."""
+        moments = arithmetic.Moments()
+        for n, total, total_sq in self.by_example.values():
+            moments.add_totals(int(n), total, total_sq)
+        return arithmetic.estimate(moments)
 
     @property
     def error_rate(self) -> float:
@@ -86,6 +112,7 @@ class RunStats:
             "errors": self.errors,
             "error_rate": self.error_rate,
             "avg_reward": self.mean_reward,
+            "reward": self.estimate().to_json(),
             "reward_means": self.reward_means(),
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from proctor.errors import ConfigError, PlatformError
 from proctor.runs import PlatformClient, PlatformUnreachable, RetryableAPIError, load_settings
@@ -58,6 +59,17 @@ def submit(
 def get(client: PlatformClient, evaluation_id: str) -> dict[str, Any]:
     """The evaluation's record."""
     return client.call("GET", f"/evaluations/{evaluation_id}")
+
+
+def stats(client: PlatformClient, evaluation_id: str) -> dict[str, Any]:
+    """The evaluation's statistics (`GET /evaluations/{id}/stats`)."""
+    return client.call("GET", f"/evaluations/{evaluation_id}/stats")
+
+
+def compare(client: PlatformClient, evaluation_ids: list[str]) -> dict[str, Any]:
+    """Statistics of the evaluations and the paired comparison of the first two."""
+    ids = ",".join(quote(i, safe="") for i in evaluation_ids)
+    return client.call("GET", f"/evaluations/compare?ids={ids}")
 
 
 def logs(client: PlatformClient, evaluation_id: str) -> str:

@@ -14,12 +14,14 @@ from fastapi import APIRouter, BackgroundTasks, Query, Response
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
-from proctor.server.evaluations import render, samples, service
+from proctor.server.evaluations import render, samples, service, stats
 from proctor.server.evaluations.schemas import (
+    Comparison,
     CreatedEvaluation,
     CreateEvaluation,
     EvaluationList,
     EvaluationRecord,
+    EvaluationStats,
     Finalized,
     FinalizeEvaluation,
     SamplesAppended,
@@ -102,6 +104,31 @@ def list_evaluations(
 router.add_api_route(
     "", list_evaluations, methods=["GET"], response_model=EvaluationList, include_in_schema=False
 )
+
+
+@router.get("/compare", response_model=Comparison)
+def compare_evaluations(
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    ids: Annotated[str, Query(max_length=2000)],
+) -> Comparison:
+    """Statistics of 2 to 6 evaluations, and candidate (2nd) against baseline (1st), paired."""
+    evaluations = [service.get_visible(session, principal, i) for i in stats.parse_ids(ids)]
+    return Comparison.model_validate(stats.compare(session, evaluations))
+
+
+@router.get("/{evaluation_id}/stats", response_model=EvaluationStats)
+def evaluation_stats(
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    pass_threshold: Annotated[float | None, Query(ge=-1e9, le=1e9)] = None,
+) -> EvaluationStats:
+    """Mean over scored samples with its clustered SE and 95% interval, and pass@k."""
+    evaluation = service.get_visible(session, principal, evaluation_id)
+    return EvaluationStats.model_validate(
+        stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
+    )
 
 
 @router.get("/{evaluation_id}", response_model=EvaluationRecord)

@@ -309,3 +309,81 @@ def example_means(
         .order_by(Sample.example_id)
     )
     return [(int(e), str(ev), None if m is None else float(m), int(n)) for e, ev, m, n in rows]
+
+
+# Statistics (proctor.server.evaluations.stats): a sample is scored when it has a reward and
+# no error; each query reads the example index once and returns a few grouped rows.
+
+
+def _scored(evaluation_id: str) -> list[ColumnElement[bool]]:
+    return [
+        Sample.evaluation_id == evaluation_id,
+        Sample.reward.is_not(None),
+        Sample.has_error.is_(False),
+    ]
+
+
+def example_groups(
+    session: Session, evaluation_id: str, *, threshold: float
+) -> list[tuple[int, int, int, float, float, float]]:
+    """Scored examples grouped by shape: `(rollouts, passed, examples, sum, sum_sq, sum_ex_sq)`.
+
+    Per example: its scored rollouts, how many reached `threshold`, the sum and the sum of
+    squares of its rewards; then, per `(rollouts, passed)`, how many examples, the sums of
+    those and the sum of each example's squared sum (what the clustered error needs).
+    Samples without an `example_id` are each their own example (rows with rollouts 1).
+    """
+    per_example = (
+        select(
+            func.count().label("n"),
+            func.sum(case((Sample.reward >= threshold, 1), else_=0)).label("c"),
+            func.sum(Sample.reward).label("s"),
+            func.sum(Sample.reward * Sample.reward).label("ss"),
+        )
+        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
+        .group_by(Sample.example_id)
+        .subquery()
+    )
+    grouped = session.execute(
+        select(
+            per_example.c.n,
+            per_example.c.c,
+            func.count(),
+            func.sum(per_example.c.s),
+            func.sum(per_example.c.ss),
+            func.sum(per_example.c.s * per_example.c.s),
+        ).group_by(per_example.c.n, per_example.c.c)
+    )
+    rows = [
+        (int(n), int(c or 0), int(k), float(s or 0), float(ss or 0), float(cs or 0))
+        for n, c, k, s, ss, cs in grouped
+    ]
+    passed = case((Sample.reward >= threshold, 1), else_=0)
+    singles = session.execute(
+        select(
+            func.count(),
+            func.sum(passed),
+            func.sum(Sample.reward),
+            func.sum(Sample.reward * Sample.reward),
+        ).where(*_scored(evaluation_id), Sample.example_id.is_(None))
+    ).one()
+    count, passes, total, total_sq = singles
+    if count:
+        # Each is one example of one rollout: its squared sum is its squared reward.
+        # The sums are additive, so they ride on one of the two rows (whichever is non-empty).
+        passes, sums = int(passes or 0), (float(total or 0), float(total_sq or 0))
+        fails = int(count) - passes
+        rows.append((1, 0, fails, *sums, sums[1]) if fails else (1, 1, passes, *sums, sums[1]))
+        if fails and passes:
+            rows.append((1, 1, passes, 0.0, 0.0, 0.0))
+    return rows
+
+
+def scored_example_means(session: Session, evaluation_id: str) -> dict[int, float]:
+    """Mean scored reward of each example that has one."""
+    rows = session.execute(
+        select(Sample.example_id, func.avg(Sample.reward))
+        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
+        .group_by(Sample.example_id)
+    )
+    return {int(e): float(m) for e, m in rows}

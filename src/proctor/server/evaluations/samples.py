@@ -135,10 +135,11 @@ def append_samples(
         ]
         repository.renumber_samples(session, evaluation_id, moves)
     if fresh:
+        # The counters follow the headline mean's rule (proctor.stats): scored samples only.
         rewards = [
             row["reward"]
             for row in fresh
-            if row["reward"] is not None and math.isfinite(row["reward"])
+            if row["reward"] is not None and not row["has_error"] and math.isfinite(row["reward"])
         ]
         evaluation.total_samples = base + len(fresh)
         if rewards:

@@ -173,3 +173,70 @@ class Finalized(BaseModel):
     status: str
     viewer_url: str
     message: str
+
+
+class RewardStats(BaseModel):
+    """The headline mean over scored samples, its clustered standard error and interval."""
+
+    mean: float | None
+    se: float | None
+    ci95: list[float] | None
+    half_width: float | None
+    naive_se: float | None
+    n_samples: int
+    n_errored: int
+    n_examples: int
+    rollouts_per_example: str
+
+
+class PassAtK(BaseModel):
+    """Unbiased pass@k over the examples with at least k scored rollouts."""
+
+    k: int
+    value: float
+    n_examples: int
+
+
+class EvaluationStats(BaseModel):
+    """Answer of `GET /evaluations/{id}/stats`."""
+
+    evaluation_id: str
+    status: Status
+    label: str
+    covers: str
+    headline: str
+    reward: RewardStats
+    pass_threshold: float
+    pass_at_k: list[PassAtK]
+
+
+class OneSided(BaseModel):
+    """Examples only one side of a comparison scored (ids capped at 1000)."""
+
+    count: int
+    example_ids: list[int]
+
+
+class PairedComparison(BaseModel):
+    """Candidate B against baseline A over the examples both scored."""
+
+    baseline: str
+    candidate: str
+    n_common: int
+    mean_diff: float | None
+    se: float | None
+    ci95: list[float] | None
+    p_value: float | None
+    wins: int
+    ties: int
+    losses: int
+    mde80: float | None
+    only_baseline: OneSided
+    only_candidate: OneSided
+
+
+class Comparison(BaseModel):
+    """Answer of `GET /evaluations/compare`."""
+
+    evaluations: list[EvaluationStats]
+    paired: PairedComparison

@@ -21,7 +21,7 @@ from proctor.server.db.models import Evaluation, Sample
 from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
 from proctor.server.errors import Conflict, Forbidden, InvalidInput, NotVisible
-from proctor.server.evaluations import repository
+from proctor.server.evaluations import repository, stats
 from proctor.server.evaluations.schemas import (
     CLOSED_STATUSES,
     ERROR_MESSAGE_MAX,
@@ -289,6 +289,14 @@ def complete_statistics(db: Database, evaluation_id: str) -> bool:
         evaluation.completed_at = now
         evaluation.updated_at = now
     logger.info("evaluation %s completed", evaluation_id)
+    # Compute the statistics of the finished run now, so no reader waits for them.
+    try:
+        with db.read() as session:
+            completed = repository.get(session, evaluation_id)
+            if completed is not None:
+                stats.warm(session, completed)
+    except Exception:  # a cache miss later is slower, not wrong: never fail completion
+        logger.warning("could not precompute the statistics of %s", evaluation_id, exc_info=True)
     return True
 
 

@@ -7,7 +7,6 @@ counts), never on samples, so a page costs the same at 100 or 100,000 samples.
 from __future__ import annotations
 
 import html
-import math
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass
@@ -17,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from proctor.server.db.models import Evaluation
 from proctor.server.evaluations import service
+from proctor.stats import pass_at_k, pass_ks
 
 HISTOGRAM_BUCKETS = 20
 CACHE_ENTRIES = 256
@@ -74,23 +74,6 @@ def reward_histogram(session: Session, evaluation: Evaluation) -> list[Bucket]:
     return [Bucket(lo, hi, n) for lo, hi, n in zip(edges, edges[1:], counts, strict=False)]
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of one example with `n` rollouts of which `c` passed (Chen et al.)."""
-    if n - c < k:
-        return 1.0
-    # 1 - C(n-c, k) / C(n, k), as a product so large n does not overflow.
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-def _ks(max_rollouts: int) -> list[int]:
-    ks = [1]
-    while ks[-1] * 2 <= max_rollouts:
-        ks.append(ks[-1] * 2)
-    if ks[-1] != max_rollouts:
-        ks.append(max_rollouts)
-    return ks
-
-
 def example_summary(
     session: Session, evaluation: Evaluation, *, threshold: float
 ) -> ExampleSummary | None:
@@ -111,7 +94,7 @@ def example_summary(
         mean_sum += sum_of_means
     max_rollouts = max(n for n, _ in shapes)
     table: list[tuple[int, float]] = []
-    for k in _ks(max_rollouts):
+    for k in pass_ks(max_rollouts):
         eligible = [(n, c, m) for (n, c), m in shapes.items() if n >= k]
         total = sum(m for _, _, m in eligible)
         table.append((k, sum(pass_at_k(n, c, k) * m for n, c, m in eligible) / total))

@@ -1,0 +1,78 @@
+"""One number everywhere: the eval's closing line, `proctor evals get|compare`, the API.
+
+A real server, the demo model over HTTP and the CLI as subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.procs import PROCTOR
+
+pytestmark = pytest.mark.e2e
+
+CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
+
+
+@pytest.fixture(scope="module")
+def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    platform = start_platform(tmp_path_factory.mktemp("platform"))
+    yield platform
+    platform.process.stop()
+
+
+def proctor(plat: Platform, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
+    environ.update(HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key)
+    return subprocess.run(
+        [*PROCTOR, *args], env=environ, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_closing_line_get_and_compare_show_the_platforms_figures(
+    plat: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    ids, lines = [], []
+    for name in ("a", "b"):
+        result = proctor(
+            plat, tmp_path, "eval", "arithmetic", "-n", "12", "-r", "3", "--no-serve",
+            "--no-rich", "--client.base-url", demo_model, "-o", str(tmp_path / "out"),
+            "--run.name", name, "--sampling.seed", "1" if name == "a" else "2",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        match = re.search(r"evaluation: \S+/evaluations/(\S+)", result.stdout)
+        assert match, result.stdout
+        ids.append(match.group(1))
+        lines.append(result.stdout)
+
+    for evaluation_id, stdout in zip(ids, lines, strict=True):
+        got = proctor(plat, tmp_path, "evals", "get", evaluation_id)
+        assert got.returncode == 0, got.stderr
+        record = json.loads(got.stdout)
+        stats = record["stats"]
+        assert stats["reward"]["n_samples"] + stats["reward"]["n_errored"] == 36
+        assert stats["reward"]["n_examples"] == 12
+        # The eval computed the same headline from its own episodes.
+        assert f"mean reward {stats['headline']}" in stdout, (stats, stdout)
+        assert record["avg_score"] == pytest.approx(stats["reward"]["mean"])
+
+    text = proctor(plat, tmp_path, "evals", "compare", *ids)
+    assert text.returncode == 0, text.stderr
+    answer = json.loads(proctor(plat, tmp_path, "evals", "compare", *ids, "--json").stdout)
+    paired = answer["paired"]
+    assert (paired["baseline"], paired["candidate"], paired["n_common"]) == (*ids, 12)
+    assert paired["wins"] + paired["ties"] + paired["losses"] == 12
+    assert f"B - A over 12 common examples: {paired['mean_diff']:+.3f}" in text.stdout
+    assert f"wins {paired['wins']}, ties {paired['ties']}, losses {paired['losses']}" in text.stdout
+    assert answer["evaluations"][0]["headline"] in text.stdout
+
+    missing = proctor(plat, tmp_path, "evals", "compare", ids[0], "no-such-evaluation")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "no-such-evaluation" in missing.stderr

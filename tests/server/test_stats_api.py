@@ -1,0 +1,134 @@
+"""GET /evaluations/{id}/stats and /evaluations/compare over the real app and database."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import Api
+from tests.server.test_evaluations import wait_status
+
+
+def _sample(
+    example: int | None, rollout: int, reward: float | None, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "sample_id": f"e{example}-r{rollout}",
+        "example_id": example,
+        "rollout_number": rollout,
+        "reward": reward,
+        **extra,
+    }
+
+
+def _post(api: Api, evaluation_id: str, samples: list[dict[str, Any]], key: str | None = None):
+    response = api.post(f"/evaluations/{evaluation_id}/samples", key, json={"samples": samples})
+    assert response.is_success, response.text
+
+
+def test_stats_are_the_clustered_mean_of_scored_samples(api: Api) -> None:
+    evaluation_id = api.create()
+    _post(
+        api,
+        evaluation_id,
+        [
+            _sample(0, 1, 1.0),
+            _sample(0, 2, 1.0),
+            _sample(1, 1, 0.0),
+            _sample(1, 2, 0.0),
+            # Errored: counted, not averaged (whether its reward is null or the engine's 0).
+            _sample(2, 1, None, error={"type": "Timeout", "message": "slow"}),
+            _sample(2, 2, 0.0, error={"type": "Timeout", "message": "slow"}),
+        ],
+    )
+    body = api.get(f"/evaluations/{evaluation_id}/stats").json()
+    reward = body["reward"]
+    assert reward["mean"] == 0.5
+    assert reward["se"] == pytest.approx(0.5)  # clustered; naive would be sqrt(1/12)
+    assert reward["naive_se"] == pytest.approx(math.sqrt(1 / 12))
+    assert reward["ci95"] == pytest.approx([0.5 - 1.959964 * 0.5, 0.5 + 1.959964 * 0.5])
+    assert (reward["n_samples"], reward["n_errored"], reward["n_examples"]) == (4, 2, 2)
+    assert body["headline"] == "0.500 ± 0.980 (95% CI), 2 examples \u00d7 2 rollouts"
+    assert body["label"] == "mean reward" and "errored" in body["covers"]
+    # The default pass mark is the best reward reached (1.0 here).
+    assert body["pass_threshold"] == 1.0
+    assert body["pass_at_k"] == [
+        {"k": 1, "value": 0.5, "n_examples": 2},
+        {"k": 2, "value": 0.5, "n_examples": 2},
+    ]
+    # The record's avg_score is the same number.
+    assert api.get(f"/evaluations/{evaluation_id}").json()["avg_score"] == 0.5
+    low = api.get(f"/evaluations/{evaluation_id}/stats?pass_threshold=0").json()
+    assert [row["value"] for row in low["pass_at_k"]] == [1.0, 1.0]
+
+
+def test_stats_with_unequal_rollouts_and_samples_without_example(api: Api) -> None:
+    evaluation_id = api.create()
+    _post(
+        api,
+        evaluation_id,
+        [
+            _sample(0, 1, 1.0),
+            _sample(0, 2, 0.0),
+            _sample(0, 3, 1.0),
+            _sample(None, 1, 0.0),
+            _sample(1, 1, 1.0),
+            _sample(1, 2, 1.0),
+        ],
+    )
+    reward = api.get(f"/evaluations/{evaluation_id}/stats").json()["reward"]
+    assert reward["mean"] == pytest.approx(2 / 3)
+    assert reward["se"] == pytest.approx(math.sqrt(1 / 27))
+    assert reward["n_examples"] == 3 and reward["rollouts_per_example"] == "1-3"
+
+
+def test_stats_change_as_samples_arrive_and_after_finalize(api: Api) -> None:
+    evaluation_id = api.create()
+    _post(api, evaluation_id, [_sample(0, 1, 1.0)])
+    assert api.get(f"/evaluations/{evaluation_id}/stats").json()["reward"]["se"] is None
+    _post(api, evaluation_id, [_sample(1, 1, 0.0)])
+    first = api.get(f"/evaluations/{evaluation_id}/stats").json()
+    assert first["reward"]["mean"] == 0.5 and first["reward"]["se"] == pytest.approx(0.5)
+    api.post(f"/evaluations/{evaluation_id}/finalize", json={})
+    wait_status(api, evaluation_id, "COMPLETED")
+    done = api.get(f"/evaluations/{evaluation_id}/stats").json()
+    assert done["status"] == "COMPLETED" and done["reward"] == first["reward"]
+
+
+def test_compare_pairs_common_examples_and_lists_one_sided_ones(api: Api) -> None:
+    baseline, candidate = api.create(name="a"), api.create(name="b")
+    _post(api, baseline, [_sample(1, 1, 0.5), _sample(2, 1, 1.0), _sample(3, 1, 0.0)])
+    _post(api, baseline, [_sample(4, 1, 0.25)])
+    _post(api, candidate, [_sample(1, 1, 1.0), _sample(2, 1, 1.0), _sample(3, 1, 0.5)])
+    _post(api, candidate, [_sample(5, 1, 1.0)])
+    response = api.get(f"/evaluations/compare?ids={baseline},{candidate}")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [e["evaluation_id"] for e in body["evaluations"]] == [baseline, candidate]
+    paired = body["paired"]
+    assert (paired["baseline"], paired["candidate"]) == (baseline, candidate)
+    assert paired["n_common"] == 3
+    assert paired["mean_diff"] == pytest.approx(1 / 3)
+    assert paired["se"] == pytest.approx(1 / 6)
+    assert paired["p_value"] == pytest.approx(0.0455, abs=1e-4)
+    assert (paired["wins"], paired["ties"], paired["losses"]) == (2, 1, 0)
+    assert paired["mde80"] == pytest.approx(2.8016 / 6, rel=1e-4)
+    assert paired["only_baseline"] == {"count": 1, "example_ids": [4]}
+    assert paired["only_candidate"] == {"count": 1, "example_ids": [5]}
+
+
+def test_compare_and_stats_refuse_bad_input_and_hide_other_users(api: Api) -> None:
+    mine = api.key("mine", user="alice")
+    theirs = api.key("theirs", user="bob")
+    own, other = api.create(mine), api.create(theirs)
+    assert api.get(f"/evaluations/{other}/stats", mine).status_code == 404
+    assert api.get(f"/evaluations/compare?ids={own},{other}", mine).status_code == 404
+    assert api.get("/evaluations/compare?ids=nope,alsonope", mine).status_code == 404
+    for query in ("", "?ids=", f"?ids={own}", f"?ids={own},{own}", "?ids=" + ",".join("abcdefg")):
+        response = api.get(f"/evaluations/compare{query}", mine)
+        assert 400 <= response.status_code < 500, (query, response.text)
+        assert "detail" in response.json() or "error" in response.json()
+    bad = api.get(f"/evaluations/{own}/stats?pass_threshold=high", mine)
+    assert bad.status_code == 422
