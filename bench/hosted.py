@@ -32,6 +32,8 @@ from typing import Any
 
 import httpx
 
+from proctor.contract import TERMINAL_STATUSES
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -39,7 +41,7 @@ from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E
 
 KEY = "pk-bench-hosted-0123456789abcdef"
 RESULTS = ROOT / "bench" / "results" / "hosted.md"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+TERMINAL = TERMINAL_STATUSES
 
 
 def _ts(text: str | None) -> float | None:

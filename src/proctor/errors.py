@@ -1,15 +1,32 @@
-"""The one exception tree of proctor.
+"""The one exception tree of proctor: every exception proctor raises on purpose is here.
 
     ProctorError
-     ├── ConfigError          bad configuration or usage: the user fixes a flag or file (exit 2)
-     ├── EnvironmentNotFound  no environment of that name is installed (exit 2)
-     ├── ModelError           the model endpoint failed after retries (recorded on an episode)
-     ├── RunDirError          the run directory cannot be used as asked (exit 2)
-     └── PlatformError        the platform refused or could not be reached
-          ├── AttachError     --run.attach could not attach to the named evaluation
-          └── APIError        the platform answered with an error status (carries it)
+     ├── ConfigError            bad configuration or usage: the user fixes a flag or file (exit 2)
+     │    ├── EnvironmentNotFound   no environment of that name is installed
+     │    └── RunDirError           the run directory cannot be used as asked
+     ├── ModelError             the model endpoint failed after retries (recorded on an episode)
+     ├── ToolCallError          a tool call failed; the message is what the model is told
+     ├── SandboxError           a sandbox backend refused a request or could not be reached
+     ├── PlatformError          the platform refused or could not be reached (client side)
+     │    ├── AttachError           --run.attach could not attach to the named evaluation
+     │    ├── PlatformUnreachable   no HTTP answer came back (connection failed or timed out)
+     │    └── APIError              the platform answered with an error status (carries it)
+     │         └── RetryableAPIError    408, 429 or 5xx: an answer that may change later
+     └── ServerError            the server answers a request with this 4xx (proctor.server.errors)
+          ├── BadRequest            400 bad_request
+          ├── Unauthenticated       401 unauthenticated
+          ├── LoginRequired         401 login_required (a dashboard page redirects to sign-in)
+          ├── Forbidden             403 forbidden
+          │    └── ScopeDenied          403 scope_denied
+          ├── NotVisible            404 not_found
+          ├── Conflict              409 conflict
+          ├── PayloadTooLarge       413 payload_too_large
+          └── InvalidInput          422 invalid_input
 
-Every message is one sentence that names the fix.
+Every message is one sentence that names the fix. The `ServerError` family is the server's
+own (it carries an HTTP status and code, and no library user catches it), so it lives in
+`proctor.server.errors`; `proctor.server.error_handlers` turns one into the JSON error body.
+The CLI turns any other error into one line and its `exit_code`.
 """
 
 from __future__ import annotations
@@ -43,6 +60,14 @@ class ModelError(ProctorError):
         self.status_code = status_code
 
 
+class ToolCallError(ProctorError):
+    """A tool call could not be run or failed; the message is what the model is told."""
+
+
+class SandboxError(ProctorError):
+    """A sandbox backend (e.g. a Ray cluster) refused a request or could not be reached."""
+
+
 class PlatformError(ProctorError):
     """The platform refused a request or could not be reached."""
 
@@ -58,3 +83,22 @@ class APIError(PlatformError):
         super().__init__(message)
         self.status_code = status_code
         self.code = code
+
+
+class PlatformUnreachable(PlatformError):
+    """No HTTP answer came back: the connection failed or timed out."""
+
+    def __init__(self, message: str, *, connected: bool) -> None:
+        super().__init__(message)
+        self.connected = connected
+        """False when the request never reached the server (safe to replay anything)."""
+
+
+class RetryableAPIError(APIError):
+    """An answer that may change later: 408, 429 or a 5xx."""
+
+    def __init__(
+        self, message: str, *, status_code: int, code: str | None, retry_after: float | None
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.retry_after = retry_after

@@ -11,7 +11,9 @@ import httpx
 import psutil
 from tests.conftest import Platform
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+from proctor.contract import TERMINAL_STATUSES
+
+TERMINAL = TERMINAL_STATUSES
 
 
 def create_hosted(client: httpx.Client, env: str = "alphabet-sort", **eval_config: Any) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from proctor.envs._environment import Environment
 from proctor.envs._episode import COMPLETED, MAX_TURNS, TOOL_ERROR, Episode
 from proctor.envs._task import Task
+from proctor.errors import ToolCallError
 from proctor.models.types import ChatClient
 
 logger = logging.getLogger(__name__)
@@ -36,10 +37,6 @@ _JSON_TYPES: dict[Any, str] = {
     tuple: "array",
     dict: "object",
 }
-
-
-class ToolCallError(Exception):
-    """A tool call could not be run or failed; the message is what the model is told."""
 
 
 def _json_type(annotation: Any) -> dict[str, Any]:

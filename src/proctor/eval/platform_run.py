@@ -18,16 +18,15 @@ from __future__ import annotations
 import logging
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proctor.errors import AttachError, ConfigError, PlatformError
 
 if TYPE_CHECKING:
     from proctor import runs
+    from proctor.contract import RunStatus
 
 logger = logging.getLogger(__name__)
-
-RunStatus = Literal["completed", "failed", "cancelled"]
 
 
 class PlatformRun(Protocol):

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, PlatformError, ProctorError, RunDirError
 from proctor.eval.config import EvalConfig
-from proctor.eval.platform_run import PlatformRun, RunStatus, open_platform_run
+from proctor.eval.platform_run import PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory
 from proctor.eval.scheduler import Job, plan_jobs, run_jobs
 from proctor.eval.stats import RunStats
 
 if TYPE_CHECKING:
+    from proctor.contract import RunStatus
     from proctor.envs import Environment, Episode, Task
 
 logger = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES
 from proctor.errors import ProctorError
 from proctor.hosted.command import HostedEvalConfig, build_command
 from proctor.hosted.config import LauncherSettings, make_backend
@@ -42,7 +43,6 @@ from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
-from proctor.server.evaluations.schemas import CLOSED_STATUSES
 from proctor.server.hosted import repository
 
 logger = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ class Launcher:
                 "FAILED",
                 now,
                 error_message=error,
-                from_statuses=("PROCESSING", "COMPLETED"),
+                from_statuses=FINALIZED_STATUSES,
             )
         elif status is not None:
             repository.set_status_if_open(
@@ -471,7 +471,7 @@ def _verdict(
     expected = watched.expected_samples
     got = evaluation.total_samples
     of = f"{got} of {expected}" if expected is not None else f"{got} of an unbounded number of"
-    if evaluation.status in ("PENDING", "RUNNING"):
+    if evaluation.status in OPEN_STATUSES:
         return _Verdict("FAILED", f"incomplete: {of} samples; the run exited 0 without finalizing")
     if expected is not None and got < expected:
         return _Verdict("FAILED", f"incomplete: {of} samples", overrule_finalized=True)

@@ -13,16 +13,12 @@ import time
 import uuid
 from typing import Any
 
-from proctor.errors import ConfigError, PlatformError
+from proctor.errors import ConfigError, SandboxError
 from proctor.hosted.sandbox import BackendName, SandboxHandle, SandboxSpec, SandboxState, tail_text
 
 logger = logging.getLogger(__name__)
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
-
-
-class RaySandboxError(PlatformError):
-    """The Ray cluster refused a request or could not be reached."""
 
 
 class RaySandbox:
@@ -45,7 +41,7 @@ class RaySandbox:
         try:
             self._client: Any = JobSubmissionClient(address)
         except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError...
-            raise RaySandboxError(
+            raise SandboxError(
                 f"Cannot reach the Ray job API at {address}; check --ray-address ({e})."
             ) from e
 
@@ -61,7 +57,7 @@ class RaySandbox:
                 metadata={"evaluation_id": spec.evaluation_id, "launcher": "proctor"},
             )
         except Exception as e:
-            raise RaySandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e
+            raise SandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e
         logger.info("submitted Ray job %s for %s", submission_id, spec.evaluation_id)
         return SandboxHandle(backend="ray", ref=submission_id)
 

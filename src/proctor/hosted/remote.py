@@ -11,11 +11,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from proctor.contract import TERMINAL_STATUSES
 from proctor.errors import ConfigError, PlatformError
 from proctor.runs import PlatformClient, PlatformUnreachable, RetryableAPIError, load_settings
-
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-"""Statuses an evaluation never leaves."""
 
 
 def connect(api_url: str | None = None, api_key: str | None = None) -> PlatformClient:
@@ -146,7 +144,7 @@ def follow(
         if added:
             on_logs(added)
             printed = text
-        if record.get("status") in TERMINAL:
+        if record.get("status") in TERMINAL_STATUSES:
             # The record can turn terminal before the last lines were read: one more look.
             added = new_text(printed, logs(client, evaluation_id))
             if added:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from proctor.errors import APIError, PlatformError
+from proctor.errors import APIError, PlatformUnreachable, RetryableAPIError
 
 log = logging.getLogger(__name__)
 
@@ -27,25 +27,6 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 UPLOAD_TIMEOUT_S = 300.0
 MAX_RETRY_AFTER_S = 60.0
-
-
-class PlatformUnreachable(PlatformError):
-    """No HTTP answer came back: the connection failed or timed out."""
-
-    def __init__(self, message: str, *, connected: bool) -> None:
-        super().__init__(message)
-        self.connected = connected
-        """False when the request never reached the server (safe to replay anything)."""
-
-
-class RetryableAPIError(APIError):
-    """An answer that may change later: 408, 429 or a 5xx."""
-
-    def __init__(
-        self, message: str, *, status_code: int, code: str | None, retry_after: float | None
-    ) -> None:
-        super().__init__(message, status_code=status_code, code=code)
-        self.retry_after = retry_after
 
 
 def is_transient(exc: BaseException) -> bool:

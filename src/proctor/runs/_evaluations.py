@@ -17,14 +17,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from proctor.contract import ERROR_MESSAGE_MAX, FAILURE_STATUS, UNATTACHABLE_STATUSES
 from proctor.errors import APIError, AttachError, PlatformError
 from proctor.runs._client import PlatformClient, PlatformUnreachable
 
 log = logging.getLogger(__name__)
-
-CLOSED_STATUSES = frozenset({"PROCESSING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
-FAILURE_STATUS = {"failed": "FAILED", "cancelled": "CANCELLED"}
-MAX_ERROR_MESSAGE = 4096
 
 
 def create_evaluation(
@@ -96,7 +93,7 @@ def check_attachable(client: PlatformClient, evaluation_id: str) -> dict[str, An
     try:
         record = client.call("GET", f"/evaluations/{evaluation_id}", attempts=3)
         status = str(record.get("status") or "").upper()
-        if status in CLOSED_STATUSES:
+        if status in UNATTACHABLE_STATUSES:
             raise AttachError(
                 f"{prefix}: it is already {status} and takes no more samples; "
                 "start a new run without --run.attach"
@@ -162,7 +159,7 @@ def close_evaluation(
     if attached:
         return "summary written; status left to the launcher"
     wire_status = FAILURE_STATUS[status]
-    message = (error or status)[:MAX_ERROR_MESSAGE]
+    message = (error or status)[:ERROR_MESSAGE_MAX]
     try:
         client.call("PUT", path, json_body={"status": wire_status, "error_message": message})
     except APIError as e:

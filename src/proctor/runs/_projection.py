@@ -1,8 +1,9 @@
 """Episode record → platform sample (one row per episode), encoded once as a JSON line.
 
-The record is `Episode.to_record()`'s dict; the sample's fields are the contract's
-(`platform-api.md`, "A sample"). `sample_id` is the episode id, which makes every upload
-idempotent on the server.
+The record is `Episode.to_record()`'s dict; the sample's fields are `proctor.contract.Sample`'s
+(built here as a plain dict, in the model's field order, because this runs once per episode
+on the hot path; `tests/test_contract.py` checks the two agree). `sample_id` is the episode
+id, which makes every upload idempotent on the server.
 """
 
 from __future__ import annotations

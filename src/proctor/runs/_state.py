@@ -8,11 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proctor.contract import RunStatus
+
 STATE_FILE = "run.json"
 PLATFORM_DIR = "platform"
 
 RunPhase = Literal["open", "finish_pending", "finished"]
-RunStatus = Literal["completed", "failed", "cancelled"]
 
 
 class PendingFinish(BaseModel):

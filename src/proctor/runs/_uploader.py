@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import APIError, PlatformError
 from proctor.runs._client import PlatformClient, backoff_delay, is_transient
 from proctor.runs._projection import record_to_line
@@ -32,7 +33,6 @@ from proctor.runs._spool import Spool
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_BYTES = 25 * 1024 * 1024
 _ENVELOPE = (b'{"samples":[', b"]}")
 _REJECTED_STATUSES = frozenset({400, 413, 422})
 

@@ -82,6 +82,13 @@ class InvalidInput(ServerError):
     code = "invalid_input"
 
 
+class LoginRequired(ServerError):
+    """A page was requested without a valid session; the dashboard redirects to sign-in."""
+
+    status_code = 401
+    code = "login_required"
+
+
 def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
     """The JSON error envelope; `detail` defaults to the message."""
     return {

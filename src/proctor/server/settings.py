@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import ConfigError
 
 
@@ -37,7 +38,7 @@ class Settings(BaseSettings):
     public_url: str | None = None
     """Origin the dashboard is reached at, for `viewer_url`; defaults to http://host:port."""
 
-    max_request_bytes: int = 25 * 1024 * 1024
+    max_request_bytes: int = MAX_REQUEST_BYTES
     """Largest request body accepted; larger ones answer 413."""
 
     def resolved_data_dir(self) -> Path:

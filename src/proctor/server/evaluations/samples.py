@@ -17,15 +17,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from proctor.contract import CLOSED_STATUSES, SAMPLE_ID_MAX
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.errors import Conflict, InvalidInput
 from proctor.server.evaluations import repository
-from proctor.server.evaluations.schemas import CLOSED_STATUSES
 from proctor.server.evaluations.service import get_visible
 from proctor.server.request_body import JsonObjectBody
 
-SAMPLE_ID_MAX = 200
 INT64 = 2**63
 INT32 = 2**31
 PAGE_LIMIT_MAX = 1000

@@ -8,14 +8,11 @@ document that shape in the OpenAPI spec.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-Status = Literal["PENDING", "RUNNING", "PROCESSING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"]
-TERMINAL_STATUSES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
-CLOSED_STATUSES = frozenset({"FAILED", "CANCELLED", "TIMEOUT"})
-ERROR_MESSAGE_MAX = 4096
+from proctor.contract import Status
 
 
 def _no_nul(value: str) -> str:

@@ -15,6 +15,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from proctor.contract import (
+    CLOSED_STATUSES,
+    ERROR_MESSAGE_MAX,
+    SETTABLE_STATUSES,
+    TERMINAL_STATUSES,
+)
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import Evaluation, Sample
@@ -22,18 +28,10 @@ from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
 from proctor.server.errors import Conflict, Forbidden, InvalidInput, NotVisible
 from proctor.server.evaluations import repository, stats
-from proctor.server.evaluations.schemas import (
-    CLOSED_STATUSES,
-    ERROR_MESSAGE_MAX,
-    TERMINAL_STATUSES,
-    CreateEvaluation,
-    UpdateEvaluation,
-)
+from proctor.server.evaluations.schemas import CreateEvaluation, UpdateEvaluation
 from proctor.server.teams import check_team
 
 logger = logging.getLogger(__name__)
-
-SETTABLE_STATUSES = ("FAILED", "CANCELLED")
 
 
 def can_see(principal: Principal, evaluation: Evaluation) -> bool:

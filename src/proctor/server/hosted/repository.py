@@ -12,11 +12,8 @@ from datetime import datetime
 from sqlalchemy import null, select, update
 from sqlalchemy.orm import Session
 
+from proctor.contract import ERROR_MESSAGE_MAX, TERMINAL_STATUSES
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
-from proctor.server.evaluations.schemas import ERROR_MESSAGE_MAX, TERMINAL_STATUSES
-
-TERMINAL = tuple(sorted(TERMINAL_STATUSES))
-"""Statuses an evaluation never leaves."""
 
 
 def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluation] | None:
@@ -133,12 +130,12 @@ def set_status_if_open(
     allowed = (
         Evaluation.status.in_(from_statuses)
         if from_statuses is not None
-        else Evaluation.status.not_in(TERMINAL)
+        else Evaluation.status.not_in(sorted(TERMINAL_STATUSES))
     )
     values: dict[str, object] = {"status": status, "updated_at": now}
     if status == "RUNNING":
         values["started_at"] = now
-    if status in TERMINAL:
+    if status in TERMINAL_STATUSES:
         values["completed_at"] = now
     if error_message is not None:
         values["error_message"] = error_message[:ERROR_MESSAGE_MAX]

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from proctor.contract import TERMINAL_STATUSES
 from proctor.hosted.config import LauncherSettings
 from proctor.hosted.local import LocalSandbox
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
@@ -183,7 +184,7 @@ def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
         session, principal, evaluation_id, write=True, for_update=True
     )
     hosted = _hosted(session, evaluation_id)
-    if evaluation.status in repository.TERMINAL:
+    if evaluation.status in TERMINAL_STATUSES:
         raise Conflict(
             f"Evaluation {evaluation_id} has already ended ({evaluation.status}); "
             "there is nothing to cancel."

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from proctor.server.auth import repository as auth_repository
 from proctor.server.auth import service as auth_service
 from proctor.server.auth.schemas import Principal
-from proctor.server.errors import ServerError, Unauthenticated
+from proctor.server.errors import LoginRequired, Unauthenticated
 from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -38,13 +38,6 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _secret_lock = threading.Lock()
 _secrets: dict[Path, bytes] = {}  # per data dir: read once, not on every page request
 _warned_plain_http = False
-
-
-class LoginRequired(ServerError):
-    """A page was requested without a valid session; the dashboard redirects to sign-in."""
-
-    status_code = 401
-    code = "login_required"
 
 
 def session_secret(settings: Settings) -> bytes:

@@ -10,36 +10,11 @@ import json
 import math
 from typing import Any
 
-# Top-level sample fields that are not reward-function scores.
-KNOWN_FIELDS = frozenset(
-    {
-        "sample_id",
-        "example_id",
-        "rollout_number",
-        "episode_id",
-        "task",
-        "prompt",
-        "completion",
-        "answer",
-        "reward",
-        "metrics",
-        "timing",
-        "token_usage",
-        "is_completed",
-        "is_truncated",
-        "error",
-        "stop_condition",
-        "trajectory",
-        "info",
-        "env",
-        "num_turns",
-        "messages",
-        "ok",
-        "id",
-        "run",
-        "rewards",
-    }
-)
+from proctor.contract import SAMPLE_FIELDS
+
+# Top-level sample fields that are not reward-function scores: the contract's, plus the
+# episode record's own keys and verifiers' `trajectory`, which other clients may send.
+KNOWN_FIELDS = frozenset(SAMPLE_FIELDS) | {"trajectory", "messages", "ok", "id", "run", "rewards"}
 
 
 def _text(content: Any) -> str:

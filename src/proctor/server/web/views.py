@@ -11,24 +11,24 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session
 
+from proctor.contract import TERMINAL_STATUSES, Status
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import as_utc
 from proctor.server.db.models import Evaluation, Sample
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations.repository import SampleOrder
-from proctor.server.evaluations.schemas import TERMINAL_STATUSES, Status
 from proctor.server.hosted import service as hosted
 from proctor.server.web import stats, transcript
 
 logger = logging.getLogger(__name__)
 
-STATUSES: tuple[str, ...] = get_args(Status)
+STATUSES: tuple[str, ...] = tuple(Status)
 SORTS: dict[str, SampleOrder] = {"seq": "seq", "-reward": "reward_desc", "reward": "reward_asc"}
 COMPARE_MAX = 6
 
