@@ -19,6 +19,7 @@ from proctor.errors import (
     AttachError,
     ConfigError,
     EnvironmentNotFound,
+    JudgeError,
     ModelError,
     PlatformError,
     PlatformUnreachable,
@@ -26,6 +27,7 @@ from proctor.errors import (
     RetryableAPIError,
     RunDirError,
     SandboxError,
+    SandboxUnavailable,
     ToolCallError,
 )
 
@@ -76,6 +78,7 @@ __all__ = [
     "Environment",
     "EnvironmentNotFound",
     "Episode",
+    "JudgeError",
     "ModelError",
     "MultiTurnEnv",
     "PlatformError",
@@ -84,6 +87,7 @@ __all__ = [
     "RetryableAPIError",
     "RunDirError",
     "SandboxError",
+    "SandboxUnavailable",
     "ScriptedUser",
     "SingleTurnEnv",
     "Task",

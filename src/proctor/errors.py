@@ -3,8 +3,10 @@
     ProctorError
      ├── ConfigError            bad configuration or usage: the user fixes a flag or file (exit 2)
      │    ├── EnvironmentNotFound   no environment of that name is installed
+     │    ├── SandboxUnavailable    model-written code cannot be run isolated here
      │    └── RunDirError           the run directory cannot be used as asked
      ├── ModelError             the model endpoint failed after retries (recorded on an episode)
+     ├── JudgeError             a judge model's reply held no score (recorded on an episode)
      ├── ToolCallError          a tool call failed; the message is what the model is told
      ├── SandboxError           a sandbox backend refused a request or could not be reached
      ├── PlatformError          the platform refused or could not be reached (client side)
@@ -48,6 +50,10 @@ class EnvironmentNotFound(ConfigError):
     """No environment of the requested name is installed."""
 
 
+class SandboxUnavailable(ConfigError):
+    """Bubblewrap is missing or cannot isolate code here; nothing runs unsandboxed instead."""
+
+
 class RunDirError(ConfigError):
     """The run directory already holds results, or does not match a resume."""
 
@@ -58,6 +64,10 @@ class ModelError(ProctorError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class JudgeError(ProctorError):
+    """A judge model answered, but its reply could not be read as a score."""
 
 
 class ToolCallError(ProctorError):

@@ -13,6 +13,7 @@ KEYS = {
     "rollout_number",
     "task",
     "messages",
+    "trajectory",
     "rewards",
     "metrics",
     "reward",

@@ -12,9 +12,10 @@ import json
 import random
 import re
 import string
+from functools import lru_cache
 from typing import Any
 
-from proctor.envs.builtin import alphabet_sort, arithmetic, reverse_text, tool_calc
+from proctor.envs.builtin import alphabet_sort, arithmetic, humaneval, reverse_text, tool_calc
 
 Message = dict[str, Any]
 Reply = tuple[Message, str]
@@ -22,7 +23,8 @@ Reply = tuple[Message, str]
 
 GENERIC_REPLY = (
     "Hello! I am the proctor demo model, a scripted stand-in for a real model. I can only "
-    "do the built-in environments' tasks (alphabet-sort, reverse-text, arithmetic, tool-calc)."
+    "do the built-in environments' tasks (alphabet-sort, reverse-text, arithmetic, tool-calc, "
+    "humaneval)."
 )
 
 
@@ -163,6 +165,33 @@ def _tool_calc(messages: list[Message], prompt: str, rng: random.Random) -> Repl
     return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
 
 
+# --- humaneval -----------------------------------------------------------------------------
+
+_CODE_BLOCK = re.compile(r"```python\n(.*)```", re.DOTALL)
+
+
+@lru_cache(maxsize=1)
+def _canonical_solutions() -> dict[str, str]:
+    """Function prompt -> the data file's canonical body (read on the first such request)."""
+    return {p["prompt"]: p["canonical_solution"] for p in humaneval.read_problems()}
+
+
+def _humaneval(prompt: str, rng: random.Random) -> Reply | None:
+    found = _CODE_BLOCK.search(prompt)
+    body = _canonical_solutions().get(found.group(1)) if found else None
+    if found is None or body is None:
+        return None
+    roll = rng.random()
+    if roll < 0.08:
+        body = "    return None\n"  # gave up
+    elif roll < 0.14:
+        body = "    raise NotImplementedError\n"
+    elif roll < 0.2:
+        lines = body.rstrip("\n").split("\n")
+        body = "\n".join(lines[:-1] or ["    pass"]) + "\n"  # forgot the last line
+    return _say(f"Here is the completed function:\n\n```python\n{found.group(1)}{body}```")
+
+
 # --- dispatch ------------------------------------------------------------------------------
 
 
@@ -183,6 +212,8 @@ def respond(
         reply = _alphabet_sort(users, rng)
     elif f"<{reverse_text.TAG}>" in prompt:
         reply = _reverse_text(prompt, rng)
+    elif prompt.startswith(humaneval.INSTRUCTION):
+        reply = _humaneval(prompt, rng)
     elif _offers_tool(tools, "calculator"):
         reply = _tool_calc(messages, prompt, rng)
     elif "Answer: N" in prompt:

@@ -58,6 +58,10 @@ class Episode:
     """The conversation was cut short by a turn limit or the model's length limit."""
     num_turns: int = 0
     """Number of model calls made."""
+    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    """What happened beside the conversation, in order, one dict per event with a `type`:
+    `sandbox` (a sandboxed execution: stdout, stderr, exit code, timeout), `judge` (a judge
+    model's prompt, raw reply, score and latency)."""
     run: dict[str, Any] | None = None
     """`{"id", "name"}` of the run, stamped by the runner."""
 
@@ -85,6 +89,7 @@ class Episode:
             "is_completed": self.is_completed,
             "is_truncated": self.is_truncated,
             "num_turns": self.num_turns,
+            "trajectory": self.trajectory,
             "run": self.run,
             "ok": self.error is None,
         }
@@ -109,5 +114,6 @@ class Episode:
             is_completed=bool(record.get("is_completed")),
             is_truncated=bool(record.get("is_truncated")),
             num_turns=int(record.get("num_turns") or 0),
+            trajectory=list(record.get("trajectory") or []),
             run=record.get("run"),
         )

@@ -135,6 +135,19 @@ def extract_tag(text: str, tag: str) -> str | None:
     return found[-1].strip() if found else None
 
 
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+
+
+_PYTHON_ALIASES = {"py", "python3"}
+
+
+def extract_code(text: str, language: str = "python") -> str | None:
+    """The last fenced code block of `language` (or with no language) in `text`, or None."""
+    accepted = {language, ""} | (_PYTHON_ALIASES if language == "python" else set())
+    found = [body for lang, body in _FENCE.findall(text) if lang.lower() in accepted]
+    return found[-1] if found else None
+
+
 def last_response(messages: Sequence[dict[str, Any]]) -> str:
     """The text of the last assistant message ("" when there is none)."""
     for message in reversed(messages):

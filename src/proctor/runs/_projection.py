@@ -57,6 +57,7 @@ def project_sample(record: dict[str, Any]) -> dict[str, Any]:
         "is_truncated": bool(record.get("is_truncated")),
         "error": record.get("error"),
         "stop_condition": record.get("stop_condition") or None,
+        "trajectory": record.get("trajectory") or [],
         "info": task.get("info") or {},
         "env": record.get("env"),
         "num_turns": record.get("num_turns"),
