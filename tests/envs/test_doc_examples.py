@@ -35,3 +35,18 @@ async def test_the_code_env_example_runs_code_and_rewards_its_output() -> None:
     assert good.trajectory[0]["stdout"].splitlines()[-1] == "FizzBuzz"
     bad = await run([wrong, "Done."])
     assert bad.ok and bad.reward == 0.0
+
+
+async def test_the_math_example_accepts_any_notation_of_the_answer() -> None:
+    example = doc_module('"""unit-fractions:')
+    env = example.load_environment()
+    task = env.taskset.select()[0]  # 1/2 + 1/3 = 5/6
+    assert task.answer == "\\frac{5}{6}"
+    for reply, expected in [
+        ("It is \\boxed{\\frac{10}{12}}.", 1.0),
+        ("1/2 + 1/3 = 5/6", 1.0),
+        ("\\boxed{0.8333}", 0.0),
+        ("\\boxed{\\frac{2}{5}}", 0.0),
+    ]:
+        episode = await env.rollout(task, ScriptedClient([reply]), episode_id="u", rollout_number=1)
+        assert episode.ok and episode.reward == expected, reply

@@ -15,7 +15,14 @@ import string
 from functools import lru_cache
 from typing import Any
 
-from proctor.envs.builtin import alphabet_sort, arithmetic, humaneval, reverse_text, tool_calc
+from proctor.envs.builtin import (
+    alphabet_sort,
+    arithmetic,
+    humaneval,
+    math_problems,
+    reverse_text,
+    tool_calc,
+)
 
 Message = dict[str, Any]
 Reply = tuple[Message, str]
@@ -24,7 +31,7 @@ Reply = tuple[Message, str]
 GENERIC_REPLY = (
     "Hello! I am the proctor demo model, a scripted stand-in for a real model. I can only "
     "do the built-in environments' tasks (alphabet-sort, reverse-text, arithmetic, tool-calc, "
-    "humaneval)."
+    "humaneval, math)."
 )
 
 
@@ -192,6 +199,33 @@ def _humaneval(prompt: str, rng: random.Random) -> Reply | None:
     return _say(f"Here is the completed function:\n\n```python\n{found.group(1)}{body}```")
 
 
+# --- math ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _math_rows() -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """Problem text -> its row, and topic -> every answer of that topic."""
+    by_problem: dict[str, dict[str, Any]] = {}
+    by_topic: dict[str, list[str]] = {}
+    for row in math_problems.read_problems():
+        by_problem[row["problem"]] = row
+        by_topic.setdefault(row["topic"], []).append(row["answer"])
+    return by_problem, by_topic
+
+
+def _math(prompt: str, rng: random.Random) -> Reply | None:
+    by_problem, by_topic = _math_rows()
+    row = by_problem.get(prompt.removesuffix(math_problems.INSTRUCTION).strip())
+    if row is None:
+        return None
+    if rng.random() < 0.8:
+        # Right, in any of its forms: the grader must see through the notation.
+        answer = rng.choice([row["answer"], *row["equivalent"]])
+    else:
+        answer = rng.choice(by_topic[row["topic"]])  # another problem's answer: usually wrong
+    return _say(f"Working through it, the answer is $\\boxed{{{answer}}}$.")
+
+
 # --- dispatch ------------------------------------------------------------------------------
 
 
@@ -212,6 +246,8 @@ def respond(
         reply = _alphabet_sort(users, rng)
     elif f"<{reverse_text.TAG}>" in prompt:
         reply = _reverse_text(prompt, rng)
+    elif prompt.endswith(math_problems.INSTRUCTION):
+        reply = _math(prompt, rng)
     elif prompt.startswith(humaneval.INSTRUCTION):
         reply = _humaneval(prompt, rng)
     elif _offers_tool(tools, "calculator"):

@@ -13,6 +13,7 @@ point. `Sandbox` runs model-written code isolated (bubblewrap).
 from proctor.envs._code import CodeEnv
 from proctor.envs._environment import Environment, EnvironmentInfo, SingleTurnEnv
 from proctor.envs._episode import Episode
+from proctor.envs._math import math_answer, verify_math
 from proctor.envs._multiturn import MultiTurnEnv, ScriptedUser
 from proctor.envs._registry import list_environments, load_environment
 from proctor.envs._sandbox import ExecutionResult, Sandbox, SandboxLimits
@@ -49,6 +50,8 @@ __all__ = [
     "last_response",
     "list_environments",
     "load_environment",
+    "math_answer",
     "metric",
     "reward",
+    "verify_math",
 ]
