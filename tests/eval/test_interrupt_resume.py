@@ -72,7 +72,7 @@ def test_resume_after_kill_runs_only_what_is_missing(
     assert kept_ids <= {r["id"] for r in after}  # finished episodes were not re-run
     new_run_id = read_config(run_dir)["run"]["id"]
     assert all(r["run"] == {"id": new_run_id, "name": "r"} for r in after)
-    assert new_run_id != first_run_id
+    assert new_run_id == first_run_id  # a local run keeps its id across --resume
     assert f"{60 - len(before)} episodes to run, {len(before)} kept" in result.stderr
     assert "run r completed: 60/60 episodes" in result.stdout
 
@@ -83,9 +83,14 @@ def test_resume_reruns_errored_episodes(broken_model: str, demo_model: str, tmp_
         *args, "--client.base-url", broken_model, "--client.max-retries", "1",
         "--client.retry-base-delay", "0.01", cwd=tmp_path,
     )  # fmt: skip
-    # A failed rollout is data: the run still finishes, exit 0, errors recorded.
-    assert failing.returncode == 0, failing.stderr
+    # A failed rollout is data, recorded; but a run where every one failed measured nothing:
+    # it fails (exit 1) with the first error's message.
+    assert failing.returncode == 1, failing.stderr
     assert "error rate 100.0% (5)" in failing.stdout
+    assert "proctor eval: the run failed: every episode failed; the first: model request" in (
+        failing.stderr
+    )
+    assert "Traceback" not in failing.stderr
     records = read_traces(tmp_path / "out" / "r")
     assert len(records) == 5
     for record in records:

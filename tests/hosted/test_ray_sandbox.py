@@ -95,8 +95,8 @@ def test_successful_job_exits_zero(backend) -> None:  # type: ignore[no-untyped-
     assert "fine" in backend.logs(handle)
 
 
-def test_stop_ends_a_running_job(backend) -> None:  # type: ignore[no-untyped-def]
-    marker = Path(tempfile.mkdtemp(prefix="proctor-ray-")) / "pid"
+def test_stop_ends_a_running_job(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker = tmp_path / "pid"  # pytest's tmp_path is cleaned up; a mkdtemp() folder was not
     handle = backend.start(
         SandboxSpec(evaluation_id="ev-stop", command=f"echo $$ > {marker}; sleep 300")
     )

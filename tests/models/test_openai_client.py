@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from proctor.errors import ModelError
+from proctor.errors import ConfigError, ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
 from proctor.models.openai_client import PLACEHOLDER_API_KEY, OpenAIChatClient
 from tests.procs import free_port
@@ -63,11 +63,15 @@ async def endpoint() -> AsyncIterator[tuple[str, Script]]:
         return web.json_response(body, status=status, headers=headers)
 
     async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": []}, status=404)
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text="<html>a web page</html>", content_type="text/html")
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/html/models", page)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     port = free_port()
@@ -211,13 +215,42 @@ async def test_connection_refused_is_retried_then_fails() -> None:
     assert time.monotonic() - started < 5
 
 
-async def test_preflight_treats_any_answer_as_reachable(endpoint: tuple[str, Script]) -> None:
-    url, _ = endpoint  # GET /models answers 404 here
+async def test_preflight_accepts_a_json_model_list(endpoint: tuple[str, Script]) -> None:
+    url, _ = endpoint
     client = make_client(url)
     try:
         await client.preflight()
     finally:
         await client.aclose()
+
+
+async def preflight_error(url: str) -> str:
+    client = make_client(url)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            await client.preflight()
+    finally:
+        await client.aclose()
+    return str(caught.value)
+
+
+async def test_preflight_asks_did_you_mean_v1(endpoint: tuple[str, Script]) -> None:
+    url, _ = endpoint
+    base = url.removesuffix("/v1")
+    assert await preflight_error(base) == (
+        f"the endpoint at {base} does not speak the OpenAI API (GET /models answered HTTP 404); "
+        f"did you mean {url}? pass --client.base-url {url}"
+    )
+
+
+async def test_preflight_refuses_what_is_not_a_model_list(endpoint: tuple[str, Script]) -> None:
+    url, _ = endpoint
+    html = url.removesuffix("/v1") + "/html"
+    message = await preflight_error(html)
+    assert message.startswith(f"the endpoint at {html} does not speak the OpenAI API (GET /models")
+    assert "did you mean" not in message and "pass --client.base-url" in message
+    missing = url + "/nothing"
+    assert "answered HTTP 404); pass --client.base-url" in await preflight_error(missing)
 
 
 async def test_preflight_names_the_unreachable_url() -> None:

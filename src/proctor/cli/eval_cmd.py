@@ -32,7 +32,7 @@ def run(argv: list[str]) -> int:
         print(f"proctor eval: the run failed: {result.error}", file=sys.stderr)
     elif result.status == "cancelled":
         print(
-            f"proctor eval: interrupted; finished episodes kept in {result.run_dir}",
+            f"proctor eval: interrupted; finished episodes kept in {result.run_dir.absolute()}",
             file=sys.stderr,
         )
     return result.exit_code
@@ -70,7 +70,8 @@ def format_summary(result: EvalResult) -> str:
     ]
     for name, mean in sorted(s.reward_means().items()):
         lines.append(f"  {name}: {mean:.4f}")
-    lines.append(f"  results: {result.run_dir}")
+    # Absolute: a hosted run's relative path would point into the sandbox's work folder.
+    lines.append(f"  results: {result.run_dir.absolute()}")
     if result.url:
         lines.append(f"  evaluation: {result.url}")
     return "\n".join(lines)

@@ -80,22 +80,32 @@ def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
     def show_status(record: dict[str, Any]) -> None:
         print(f"[{record['status']}] {evaluation_id}", file=sys.stderr, flush=True)
 
-    record = remote.follow(
-        client,
-        evaluation_id,
-        on_logs=lambda text: print(text, end="", flush=True),
-        on_status=show_status,
-        poll_seconds=poll_seconds,
-    )
+    try:
+        record = remote.follow(
+            client,
+            evaluation_id,
+            on_logs=lambda text: print(text, end="", flush=True),
+            on_status=show_status,
+            poll_seconds=poll_seconds,
+        )
+    except KeyboardInterrupt:
+        # Ctrl-C stops this terminal's view only; the sandbox runs on the platform.
+        print(
+            f"\nproctor hosted: stopped following; the evaluation goes on — "
+            f"`proctor hosted cancel {evaluation_id}` to stop it.",
+            file=sys.stderr,
+        )
+        return 130
     return _report(record)
 
 
 def _report(record: dict[str, Any]) -> int:
     status = record.get("status")
-    line = f"evaluation {record.get('evaluation_id')}: {status}"
+    print(f"evaluation {record.get('evaluation_id')}: {status}", file=sys.stderr)
     if record.get("error_message"):
-        line += f" ({record['error_message'].splitlines()[0]})"
-    print(line, file=sys.stderr)
+        # Whole, as the dashboard shows it: the reason's tail is often the sandbox's output.
+        reason = record["error_message"].rstrip().replace("\n", "\n    ")
+        print(f"  reason: {reason}", file=sys.stderr)
     if status == "COMPLETED":
         print(f"  samples: {record.get('total_samples')}, avg score: {record.get('avg_score')}")
         print(f"  dashboard: {record.get('viewer_url')}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 from proctor.errors import ProctorError
@@ -30,16 +31,44 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
-    lines = ["usage: proctor COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: proctor [--version] COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "Run `proctor COMMAND --help` for a command's options."]
+    lines += [
+        "",
+        "options:",
+        "  -h, --help  show this help and exit",
+        "  --version   print the installed version and exit",
+        "",
+        "Run `proctor COMMAND --help` for a command's options.",
+    ]
     return "\n".join(lines)
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a Unix tool stopped by a closed pipe (`| head`) exits with."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one proctor command and return its exit code."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help", "help"}:
+    try:
+        try:
+            return _dispatch(list(sys.argv[1:] if argv is None else argv))
+        finally:
+            sys.stdout.flush()  # a closed pipe surfaces here (also after --help), not at exit
+    except BrokenPipeError:
+        # The reader (`| head`) has gone: stop quietly. Point stdout at /dev/null so the
+        # interpreter's own flush at exit does not print "Exception ignored ...".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(args: list[str]) -> int:
+    if not args:
+        print(_usage(), file=sys.stderr)
+        return 2
+    if args[0] in {"-h", "--help", "help"}:
         print(_usage())
         return 0
     if args[0] == "--version":

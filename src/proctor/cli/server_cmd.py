@@ -7,10 +7,14 @@ names another database (PostgreSQL: `postgresql://user:pass@host:port/db`).
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
+import socket
 from typing import TYPE_CHECKING
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
 from proctor.cli._parser import CommandParser
+from proctor.errors import ConfigError
 
 if TYPE_CHECKING:
     from proctor.server.settings import Settings
@@ -27,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port to listen on (default 8000, PROCTOR_PORT)")
     parser.add_argument("--data-dir", help="directory of the SQLite file (default ~/.proctor)")
     parser.add_argument("--public-url", help="origin for links to the dashboard (viewer_url)")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log one line per HTTP request (off: requests would flood a shared terminal)",
+    )
     add_log_level_flag(parser)
     return parser
 
@@ -47,16 +56,19 @@ def run(argv: list[str]) -> int:
     from proctor.hosted.config import LauncherSettings
 
     LauncherSettings.load()  # a bad PROCTOR_HOSTED_* variable stops the server before it starts
-    return serve(settings, log_level=args.log_level)
+    return serve(settings, log_level=args.log_level, access_log=args.access_log)
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> int:
-    """Prepare the database, then run uvicorn until SIGTERM/SIGINT."""
+def serve(settings: Settings, *, log_level: str = "info", access_log: bool = False) -> int:
+    """Bind the port, prepare the database, then run uvicorn until SIGTERM/SIGINT."""
     import uvicorn
 
     from proctor.server.app import create_app
     from proctor.server.setup import open_database, prepare_database
 
+    # Bound first and handed to uvicorn: a busy port stops us before the database, the
+    # launcher or anything else starts (the launcher would adopt the other server's sandboxes).
+    sock = bind_socket(settings.host, settings.port)
     db = open_database(settings)
     try:
         prepare_database(settings, db)  # warns, with the command, when no key exists yet
@@ -68,8 +80,42 @@ def serve(settings: Settings, *, log_level: str = "info") -> int:
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        access_log=access_log,
         timeout_graceful_shutdown=15,
         log_config=None,
     )
-    uvicorn.Server(config).run()
+    # Given a socket, uvicorn does not say where it listens; this line does.
+    logging.getLogger("proctor.server").info(
+        "serving %s (dashboard at /, API under /api/v1)", settings.local_url()
+    )
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening-ready socket on host:port, or a ConfigError naming --host/--port.
+
+    Raises:
+        ConfigError: the port is taken or not ours to bind, or the host is no local address.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is in use (another proctor server?); "
+                "pass --port with a free one (or stop what listens there)"
+            ) from None
+        if e.errno == errno.EACCES:
+            raise ConfigError(
+                f"port {port} needs more privileges than this user has; pass --port above 1023"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({e.strerror or e}); pass --host with a local address"
+        ) from None
+    sock.set_inheritable(True)
+    return sock

@@ -222,6 +222,8 @@ def describe_validation_error(error: ValidationError) -> str:
         return f"{flag} must be a number (got {given!r})"
     if kind in ("bool_parsing", "bool_type"):
         return f"{flag} must be true or false (got {given!r})"
+    if kind == "value_error":
+        return f"{flag} {first['msg'].removeprefix('Value error, ')}"
     if kind == "extra_forbidden":
         return f"unknown setting {'.'.join(map(str, first['loc']))}; remove it ({HELP_HINT})"
     return f"{flag}: {first['msg'].lower()} (got {given!r}); fix the value"

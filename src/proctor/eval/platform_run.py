@@ -51,11 +51,15 @@ class PlatformRun(Protocol):
         """Drain uploads, write the summary metrics, finalize (or mark failed/cancelled)."""
 
 
+LOCAL_PREFIX = "local-"
+"""How the ids of runs that are not on the platform begin."""
+
+
 class LocalRun:
     """The run of `--no-push`: nothing is sent, so the runs SDK (httpx, settings) never loads."""
 
-    def __init__(self) -> None:
-        self.id = f"local-{uuid.uuid4().hex[:12]}"
+    def __init__(self, id: str | None = None) -> None:
+        self.id = id or f"{LOCAL_PREFIX}{uuid.uuid4().hex[:12]}"
         self.url: str | None = None
         self.attached = False
 
@@ -87,10 +91,12 @@ def open_platform_run(
     model: str,
     config: dict[str, Any],
     run_dir: Path,
+    local_id: str | None = None,
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 
     The returned run's id names the run; it is also stamped into `config["run"]["id"]`.
+    `local_id` is the id of the local run being resumed: a run that stays local keeps it.
 
     Raises:
         ConfigError: `attach` without `push`, or malformed client settings.
@@ -109,7 +115,9 @@ def open_platform_run(
         "expected_samples": _expected_samples(config),
     }
     if not push:
-        local = LocalRun()
+        # A resumed local run is the same run, under the same id.
+        resumed = local_id if local_id and local_id.startswith(LOCAL_PREFIX) else None
+        local = LocalRun(resumed)
         if isinstance(config.get("run"), dict):
             config["run"]["id"] = local.id
         return local
@@ -129,6 +137,8 @@ def open_platform_run(
             run = runs.init(mode="disabled", **common)
     if attach and run.id != attach:  # defensive: attaching must never create a second run
         raise AttachError(f"attached to {run.id} instead of {attach}; this is a bug in proctor")
+    if local_id and local_id.startswith(LOCAL_PREFIX) and run.id.startswith(LOCAL_PREFIX):
+        run.id = local_id  # a resumed local run is the same run, under the same id
     if isinstance(config.get("run"), dict):
         config["run"]["id"] = run.id
     return run

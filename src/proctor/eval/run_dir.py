@@ -36,8 +36,12 @@ class RunDirectory:
         self.traces_path = path / TRACES_FILE
         self.log_path = path / LOG_FILE
 
-    def check(self, *, resume: bool, clean: bool) -> None:
+    def check(self, *, resume: bool, clean: bool, naming: str = "--run.name") -> None:
         """Refuse to start where results would be written over or mixed up.
+
+        Args:
+            naming: The setting that chose this directory (`--run.dir` when it was set),
+                named in the message as the way to another one.
 
         Raises:
             RunDirError: results exist without --resume/--clean, or nothing is there to resume.
@@ -54,7 +58,7 @@ class RunDirectory:
         if not clean and self.path.exists() and any(self.path.iterdir()):
             raise RunDirError(
                 f"{self.path} already holds results; pass --resume to continue that run, "
-                "--clean to start it over, or choose another --run.name"
+                f"--clean to start it over, or choose another {naming}"
             )
 
     def saved_config(self) -> dict[str, Any]:

@@ -67,7 +67,10 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
     """
     from proctor.envs import load_environment
 
-    config = _with_saved_run_name(config).resolved()
+    config = _with_saved_run_name(config)
+    # `run.dir`, when given, decides the directory; the name only does when it is not.
+    naming = "--run.name" if config.run.dir is None else "--run.dir"
+    config = config.resolved()
     if config.serve:
         raise ConfigError(
             "--serve (environments in a separate process) is not available yet; "
@@ -85,7 +88,7 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
             config.num_examples,
         )
     run_dir = RunDirectory(config.run_dir)
-    run_dir.check(resume=config.resume, clean=config.clean)
+    run_dir.check(resume=config.resume, clean=config.clean, naming=naming)
     kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
     done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
     jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
@@ -133,6 +136,14 @@ def _records_to_keep(
     return list(kept.values())
 
 
+def _base_url_flag(config: EvalConfig) -> str:
+    """The setting that changes the model's URL, for whoever started this run."""
+    if config.run.attach:
+        # A launcher ran us; for the hosted one, the user's flag is `hosted run`'s.
+        return "--client.base-url (`proctor hosted run --api-base-url`)"
+    return "--client.base-url"
+
+
 def _event_loop_run(coro: Coroutine[Any, Any, EvalResult]) -> EvalResult:
     """Run on uvloop when it is installed (less CPU per request), else asyncio's loop."""
     try:
@@ -164,6 +175,7 @@ class _Run:
         self.view = view
         self.stats = RunStats(total=total)
         self.signal_name: str | None = None
+        self.first_error: str | None = None
 
     async def execute(self) -> EvalResult:
         from proctor.models.openai_client import OpenAIChatClient
@@ -177,7 +189,7 @@ class _Run:
         )
         try:
             if config.client.preflight and self.jobs:
-                await client.preflight()
+                await client.preflight(fix=_base_url_flag(config))
             platform_run = self._open_platform_run()
             return await self._run_opened(platform_run, client)
         finally:
@@ -194,11 +206,18 @@ class _Run:
                 model=config.model,
                 config=config.saved_form(),
                 run_dir=self.run_dir.path,
+                local_id=self._resumed_id(),
             )
         except ProctorError:
             raise
         except Exception as e:
             raise PlatformError(f"cannot open the platform run: {type(e).__name__}: {e}") from e
+
+    def _resumed_id(self) -> str | None:
+        if not self.config.resume:
+            return None
+        saved = self.run_dir.saved_config().get("run", {}).get("id")
+        return saved if isinstance(saved, str) else None
 
     async def _run_opened(self, platform_run: PlatformRun, client: Any) -> EvalResult:
         config = self.config
@@ -230,6 +249,11 @@ class _Run:
                     self.stats.add(record, new=False)
                 platform_run.log_episodes(self.kept)
             status, error = await self._rollouts(platform_run, client, run_info)
+            if status == "completed" and self.stats.done and self.stats.ok == 0:
+                # Errored rollouts are data, but a run with nothing else measured nothing:
+                # most often a setup mistake (wrong model name, endpoint, key).
+                status = "failed"
+                error = f"every episode failed; the first: {self.first_error}"
         except Exception as e:
             status, error = "failed", f"{type(e).__name__}: {e}"
             logger.debug("run failed", exc_info=True)
@@ -267,6 +291,8 @@ class _Run:
             writer.write(record)
             log_episodes([record])
             stats.add(record)
+            if episode.error is not None and self.first_error is None:
+                self.first_error = str(episode.error.get("message") or episode.error)
             view.update(stats)
 
         scheduler = asyncio.create_task(

@@ -125,8 +125,9 @@ def follow(
     while True:
         try:
             record = get(client, evaluation_id)
-            if record.get("status") != last_status:
-                last_status = record.get("status")
+            status = record.get("status")
+            if status != last_status and status not in TERMINAL:
+                last_status = status
                 if on_status is not None:
                     on_status(record)
             text = logs(client, evaluation_id)
@@ -149,5 +150,7 @@ def follow(
             added = new_text(printed, logs(client, evaluation_id))
             if added:
                 on_logs(added)
+            if on_status is not None:
+                on_status(record)  # after the sandbox's last lines, so the status closes the log
             return record
         time.sleep(poll_seconds)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from proctor.errors import ConfigError
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8001/v1"
 """Where the client looks when neither `--client.base-url` nor `PROCTOR_MODEL_BASE_URL` is set
@@ -13,7 +15,18 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8001/v1"
 
 
 def _default_base_url() -> str:
-    return os.environ.get("PROCTOR_MODEL_BASE_URL") or DEFAULT_BASE_URL
+    url = os.environ.get("PROCTOR_MODEL_BASE_URL") or DEFAULT_BASE_URL
+    if problem := _scheme_problem(url):
+        raise ConfigError(f"PROCTOR_MODEL_BASE_URL {problem}")
+    return url
+
+
+def _scheme_problem(url: str) -> str | None:
+    # Without a scheme the HTTP client reports "cannot connect", which sends the user
+    # looking for a model that is running fine.
+    if url.startswith(("http://", "https://")):
+        return None
+    return f"must start with http:// or https:// (got {url!r}); pass e.g. http://{url}"
 
 
 class ClientConfig(BaseModel):
@@ -41,6 +54,13 @@ class ClientConfig(BaseModel):
     adaptive_concurrency: bool = True
     """On HTTP 429s, lower the requests in flight (AIMD) and climb back to -c when they stop
     (`--client.no-adaptive-concurrency`: always keep -c in flight)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _has_scheme(cls, value: str) -> str:
+        if problem := _scheme_problem(value):
+            raise ValueError(problem)
+        return value
 
     def api_key(self) -> str | None:
         """The key read from `api_key_var`, or None when the variable is unset or empty."""

@@ -7,7 +7,7 @@ plain aiohttp POST of JSON bytes, read back as a dict. The boundary keeps the SD
 semantics: a failed request raises the very exception the SDK would (`openai.RateLimitError`,
 `openai.APIConnectionError`, ...), built by the SDK itself from the response, so retries,
 error messages and `Retry-After` handling are unchanged; `openai` is imported only once a
-request fails. The preflight (`GET /models`, any answer counts) is a plain GET as well.
+request fails. The preflight (`GET /models` must list models) is a plain GET as well.
 
 Our own retries apply — exponential backoff with jitter on 429 / 5xx / connection errors,
 honouring `Retry-After` — and each attempt takes a slot of the `AdaptiveLimiter`, which lowers
@@ -21,7 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import ModelError
+from proctor.errors import ConfigError, ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
 from proctor.models.limiter import AdaptiveLimiter
 from proctor.models.retry import RetryPolicy, is_retryable
@@ -190,37 +190,85 @@ class OpenAIChatClient:
             return openai.APITimeoutError(request=request)
         return openai.APIConnectionError(message=f"Connection error: {error}", request=request)
 
-    async def preflight(self, *, timeout: float = 5.0) -> None:
-        """Fail fast when the endpoint does not answer at all (`GET /models`).
+    async def preflight(self, *, timeout: float = 5.0, fix: str = "--client.base-url") -> None:
+        """Fail fast unless the endpoint speaks the API: `GET {base}/models` lists models.
 
-        Any HTTP answer counts as reachable; a 401/403 only warns, since some endpoints guard
-        `/models` differently from chat completions. A plain GET on the chat session: only
-        reachability is asked, and the SDK's import alone would cost more than half the
-        start-up budget of a run (docs/engine.md).
+        A 401/403 or a 429/5xx only warns (some endpoints guard `/models` differently from
+        chat completions; the rollouts retry transient errors). When `base_url` lacks `/v1`
+        and `{base}/v1/models` answers, the error says so. Plain GETs on the chat session:
+        the SDK's import alone would cost more than half the start-up budget of a run
+        (docs/engine.md).
+
+        Args:
+            fix: The setting that changes the base URL, named in the messages (a hosted
+                user's flag differs from `proctor eval`'s).
 
         Raises:
             ModelError: nothing answered at `base_url`.
+            ConfigError: something answered, but not with an OpenAI-compatible model list.
         """
         import aiohttp
 
-        url = self.config.base_url
-        session = self._session or self._open_session()
+        url = self.config.base_url.rstrip("/")
         try:
-            async with session.get(
-                url.rstrip("/") + "/models", timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as response:
-                status = response.status
+            problem = await self._model_list_problem(url + "/models", timeout)
         except (TimeoutError, aiohttp.ClientError) as e:
             raise ModelError(
-                f"cannot reach the model at {url}: start it or pass --client.base-url"
+                f"cannot reach the model at {self.config.base_url}: start it or pass {fix}"
             ) from e
+        if problem is None:
+            return
+        if not url.endswith("/v1"):
+            with_v1 = url + "/v1"
+            try:
+                guess_works = await self._model_list_problem(with_v1 + "/models", timeout) is None
+            except (TimeoutError, aiohttp.ClientError):
+                guess_works = False  # no better guess: report the first problem
+            if guess_works:
+                raise ConfigError(
+                    f"the endpoint at {self.config.base_url} does not speak the OpenAI API "
+                    f"({problem}); did you mean {with_v1}? pass {fix} {with_v1}"
+                )
+        raise ConfigError(
+            f"the endpoint at {self.config.base_url} does not speak the OpenAI API ({problem}); "
+            f"pass {fix} with its OpenAI-compatible base URL (usually ending in /v1), "
+            "or --client.no-preflight if it has no /models"
+        )
+
+    async def _model_list_problem(self, models_url: str, timeout: float) -> str | None:
+        """None when `GET models_url` answers a JSON model list, else what was wrong with it."""
+        import aiohttp
+
+        session = self._session or self._open_session()
+        async with session.get(
+            models_url, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as response:
+            status = response.status
+            content = await response.read()
         if status in (401, 403):
             logger.warning(
                 "the model at %s answered HTTP %s; is $%s set to a valid key?",
-                url,
+                self.config.base_url,
                 status,
                 self.config.api_key_var,
             )
+            return None
+        if status == 429 or status >= 500:
+            logger.warning(
+                "the model at %s answered GET /models with HTTP %s; going on",
+                self.config.base_url,
+                status,
+            )
+            return None
+        if status >= 400:
+            return f"GET /models answered HTTP {status}"
+        try:
+            body = json.loads(content)
+        except ValueError:
+            return "GET /models answered something other than JSON"
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            return "GET /models answered JSON that is not a model list"
+        return None
 
     async def aclose(self) -> None:
         """Close the HTTP connection pools."""
