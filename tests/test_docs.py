@@ -27,6 +27,7 @@ import pytest
 from pydantic import AliasChoices, BaseModel
 from pydantic_settings import BaseSettings
 
+from proctor.cli._parser import help_default
 from proctor.cli.main import COMMANDS, main
 from proctor.eval import parse_eval_args
 from proctor.eval.config import EvalConfig
@@ -228,7 +229,74 @@ def example_commands() -> list[list[str]]:
     return commands
 
 
+def help_defaults(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{"--port": "8001", ...}: the `(default: X)` each option's help shows, as --help prints it."""
+    formatter = parser._get_formatter()
+    shown: dict[str, str] = {}
+    for action in parser._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        text = " ".join(formatter._expand_help(action).split())
+        if (default := help_default(text)) is not None:
+            shown[max(action.option_strings, key=len)] = default.replace("`", "")
+    return shown
+
+
+def doc_defaults(section: str) -> dict[str, str]:
+    """{"--port": "8001", ...}: the default column of a docs table, backticks dropped.
+
+    Only the first `--flag` of a row's first cell counts (`--push` of `--push / --no-push`).
+    `off` (a switch) and `unset` (nothing is sent) mean there is no default to show.
+    """
+    found: dict[str, str] = {}
+    header = re.search(r"^\| flag \| default \| meaning \|$", section, re.M)
+    if header is None:
+        return found
+    for row in re.findall(r"^\| (.+?) \| (.*?) \| .* \|$", section[header.end() :], re.M):
+        flag = re.search(r"--[\w.-]+", row[0])
+        if flag and row[1].strip() not in ("", "required", "off", "unset"):
+            found[flag.group(0)] = row[1].replace("`", "").strip()
+    return found
+
+
+def documented_parsers() -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """(name, parser, docs text) for every command and subcommand docs/cli.md has a section for."""
+    found = []
+    for name, section in cli_sections(CLI_DOC.read_text()).items():
+        parser = help_parser([name])
+        subs = {k: v for k, v in subcommands(parser).items() if v is not None}
+        parts = re.split(rf"^### proctor {re.escape(name)} (\S+)\n", section, flags=re.M)
+        found.append((name, parser, parts[0]))
+        for sub, text in zip(parts[1::2], parts[2::2], strict=True):
+            if sub in subs:
+                found.append((f"{name} {sub}", subs[sub], text))
+    return found
+
+
 # --- the checks -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "parser", "text"), documented_parsers(), ids=[n for n, _, _ in documented_parsers()]
+)
+def test_help_shows_the_defaults_the_docs_list(
+    name: str, parser: argparse.ArgumentParser, text: str
+) -> None:
+    # Both come from one source: the parser (its defaults, or the help text where a setting
+    # decides), so `proctor NAME --help` and docs/cli.md cannot tell different stories.
+    documented, shown = doc_defaults(text), help_defaults(parser)
+    if not documented:
+        return  # a section without a defaults table (its prose names them)
+    assert {f: documented.get(f) for f in shown} == shown
+    assert {f: shown.get(f) for f in documented} == documented
+
+
+def test_a_drifted_default_is_caught() -> None:
+    parser = help_parser(["demo-model"])
+    section = cli_sections(CLI_DOC.read_text())["demo-model"]
+    assert doc_defaults(section)["--port"] == help_defaults(parser)["--port"] == "8001"
+    drifted = section.replace("| `--port` | 8001 |", "| `--port` | 8002 |")
+    assert doc_defaults(drifted)["--port"] == "8002"
 
 
 def test_every_command_has_a_section_and_a_readme_row() -> None:

@@ -13,17 +13,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="proctor demo-model",
         description="Serve the scripted demo model (a stand-in for a real endpoint) on loopback.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind")
+    parser.add_argument("--port", type=int, default=8001, help="TCP port; 0 picks a free one")
     parser.add_argument(
-        "--port", type=int, default=8001, help="TCP port (default 8001); 0 picks a free one"
-    )
-    parser.add_argument(
-        "--latency-ms", type=float, default=0.0, help="delay before each answer (default 0)"
+        "--latency-ms", type=float, default=0.0, help="delay before each answer, in milliseconds"
     )
     parser.add_argument(
         "--error-rate", type=float, default=0.0, help="share of requests answered 429/500 (0-1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds mistakes and errors")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the mistakes and the errors")
     parser.add_argument(
         "--rate-limit",
         type=float,

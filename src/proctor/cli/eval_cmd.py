@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from proctor.cli._logging import log_formatter
 from proctor.eval.args import build_parser, parse_eval_args
 from proctor.eval.config import EvalConfig
 from proctor.eval.progress import LogProgress, ProgressView, RichProgress
@@ -44,16 +45,25 @@ def _configure_output(config: EvalConfig) -> tuple[ProgressView, logging.Handler
     root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     live = config.rich and sys.stderr.isatty()
     if live:
+        from rich.highlighter import NullHighlighter
         from rich.logging import RichHandler
 
         view = RichProgress(sys.stderr)
-        handler: logging.Handler = RichHandler(console=view.console, show_path=False)
+        # Printed above the live view, as plain lines of the one format (no rich columns).
+        handler: logging.Handler = RichHandler(
+            console=view.console,
+            show_time=False,
+            show_level=False,
+            show_path=False,
+            highlighter=NullHighlighter(),
+        )
+        handler.setFormatter(log_formatter())
         # The live view shows progress; the terminal only gets what needs attention.
         handler.setLevel(logging.DEBUG if config.verbose else logging.WARNING)
         root.addHandler(handler)
         return view, handler
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setFormatter(log_formatter())
     handler.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     root.addHandler(handler)
     return LogProgress(), handler

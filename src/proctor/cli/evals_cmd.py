@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="the newest evaluations")
-    listing.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    listing.add_argument("--limit", type=int, default=20, help="how many")
     listing.add_argument("--json", action="store_true", help="print the records as JSON")
     get = sub.add_parser("get", help="one evaluation's record and statistics as JSON")
     get.add_argument("id", help="evaluation id")

@@ -28,7 +28,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-minutes", type=float, help="kill the sandbox after this long")
     run.add_argument("--sampling-args", type=json.loads, help='JSON, e.g. {"temperature": 0.7}')
     run.add_argument("--env-args", type=json.loads, help="JSON object for the environment loader")
-    run.add_argument("--api-base-url", help="model endpoint (OpenAI-compatible, ending in /v1)")
+    run.add_argument(
+        "--api-base-url",
+        help="model endpoint, OpenAI-compatible, ending in /v1 "
+        "(default: the sandbox's $PROCTOR_MODEL_BASE_URL, else http://127.0.0.1:8001/v1)",
+    )
     run.add_argument("--api-key-var", help="variable holding the model's key in the sandbox")
     run.add_argument(
         "--secret",
@@ -37,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="pass the variable NAME from this shell to the sandbox as a secret (repeatable)",
     )
-    run.add_argument("--name", help="name of the evaluation")
-    run.add_argument("--team-id", help="team that owns the evaluation")
+    run.add_argument("--name", help="name of the evaluation (default: <env>--<model>--hosted-<id>)")
+    run.add_argument("--team-id", help="team that owns the evaluation (default: personal)")
     run.add_argument("--follow", action="store_true", help="stream logs until it ends")
     logs = sub.add_parser("logs", help="print a hosted evaluation's logs")
     logs.add_argument("id", help="evaluation id")

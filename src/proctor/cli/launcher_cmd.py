@@ -11,7 +11,7 @@ import signal
 from types import FrameType
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,19 +19,37 @@ def _parser() -> argparse.ArgumentParser:
         prog="proctor launcher",
         description="Run hosted evaluations from the platform's queue in sandboxes.",
     )
-    parser.add_argument("--data-dir", help="server data directory (default ~/.proctor)")
+    parser.add_argument("--data-dir", help=f"server data directory (default: {DATA_DIR_DEFAULT})")
     parser.add_argument(
         "--api-url",
-        help="platform URL handed to sandboxes (default PROCTOR_HOSTED_API_URL, else the "
-        "server's own address from PROCTOR_HOST and PROCTOR_PORT, http://127.0.0.1:8000)",
+        help="platform URL handed to sandboxes "
+        "(default: $PROCTOR_HOSTED_API_URL, else http://$PROCTOR_HOST:$PROCTOR_PORT)",
     )
-    parser.add_argument("--sandbox", choices=["local", "ray"], help="sandbox backend")
-    parser.add_argument("--ray-address", help="Ray job API address, e.g. http://127.0.0.1:8265")
     parser.add_argument(
-        "--sandbox-isolation", choices=["none", "bwrap"], help="isolate local sandboxes"
+        "--sandbox",
+        choices=["local", "ray"],
+        help="sandbox backend (default: $PROCTOR_HOSTED_SANDBOX, else local)",
     )
-    parser.add_argument("--max-sandboxes", type=int, help="sandboxes run at once (default 8)")
-    parser.add_argument("--id", help="stable launcher id, so a restart recovers its work at once")
+    parser.add_argument(
+        "--ray-address",
+        help="Ray job API address, e.g. http://127.0.0.1:8265 "
+        "(default: $PROCTOR_HOSTED_RAY_ADDRESS)",
+    )
+    parser.add_argument(
+        "--sandbox-isolation",
+        choices=["none", "bwrap"],
+        help="isolate local sandboxes (default: $PROCTOR_HOSTED_ISOLATION, else none)",
+    )
+    parser.add_argument(
+        "--max-sandboxes",
+        type=int,
+        help="sandboxes run at once (default: $PROCTOR_HOSTED_MAX_SANDBOXES, else 8)",
+    )
+    parser.add_argument(
+        "--id",
+        help="stable launcher id, so a restart recovers its work at once "
+        "(default: host:pid:random)",
+    )
     add_log_level_flag(parser)
     return parser
 

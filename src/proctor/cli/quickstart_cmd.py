@@ -7,12 +7,12 @@ until Ctrl-C (`--exit`: stop once the evaluation has ended).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from proctor.cli._logging import configure_logging
 from proctor.cli._parser import CommandParser
 
 
@@ -22,11 +22,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Start a platform server (SQLite), the demo model and one hosted "
         "alphabet-sort evaluation; follow it, then keep serving until Ctrl-C.",
     )
-    parser.add_argument("--data-dir", default="~/.proctor", help="data directory (~/.proctor)")
-    parser.add_argument("--port", type=int, default=8000, help="platform port (8000)")
-    parser.add_argument("--model-port", type=int, default=8001, help="demo model port (8001)")
-    parser.add_argument("-n", "--num-examples", type=int, default=20, help="tasks (20)")
-    parser.add_argument("-r", "--rollouts", type=int, default=2, help="rollouts per task (2)")
+    parser.add_argument("--data-dir", default="~/.proctor", help="data directory")
+    parser.add_argument("--port", type=int, default=8000, help="platform port")
+    parser.add_argument("--model-port", type=int, default=8001, help="demo model port")
+    parser.add_argument("-n", "--num-examples", type=int, default=20, help="tasks")
+    parser.add_argument("-r", "--rollouts", type=int, default=2, help="rollouts per task")
     parser.add_argument("--exit", action="store_true", help="stop once the evaluation ended")
     return parser
 
@@ -54,7 +54,7 @@ def _summary(record: dict[str, Any]) -> None:
 def run(argv: list[str]) -> int:
     """Parse the arguments, start everything, follow the evaluation, serve until Ctrl-C."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging("warning")
     from proctor.hosted.quickstart import Quickstart, QuickstartOptions
 
     options = QuickstartOptions(

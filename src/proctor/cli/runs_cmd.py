@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from proctor.cli._logging import log_formatter
 from proctor.cli._parser import CommandParser
 from proctor.errors import ConfigError
 
@@ -16,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     sync = sub.add_parser(
         "sync",
-        help="Send a run's unsent samples and close the run if its process could not.",
+        help="send a run's unsent samples and close the run if its process could not",
         description=(
             "Send every sample a run directory holds that the platform has not acknowledged "
             "(from its spool and its traces.jsonl), then close the run as its process would "
@@ -25,11 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the eval's run directory")
     sync.add_argument(
-        "--api-url", default=None, help="platform origin (default: the one the run used)"
+        "--api-url", default=None, help="platform origin (default: the URL the run used)"
     )
-    sync.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds to keep trying (default 300)"
-    )
+    sync.add_argument("--timeout", type=float, default=300.0, help="seconds to keep trying")
     sync.add_argument("-v", "--verbose", action="store_true", help="log every step")
     return parser
 
@@ -44,7 +43,7 @@ def run(argv: list[str]) -> int:
     from proctor.runs import sync_run_dir
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.setFormatter(log_formatter())
     root = logging.getLogger("proctor")
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)

@@ -13,7 +13,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
 from proctor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,10 +27,19 @@ def _parser() -> argparse.ArgumentParser:
         "`proctor server migrate` applies database migrations and exits.",
     )
     parser.add_argument("action", nargs="?", choices=["migrate"], help="only apply migrations")
-    parser.add_argument("--host", help="address to bind (default 127.0.0.1, PROCTOR_HOST)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8000, PROCTOR_PORT)")
-    parser.add_argument("--data-dir", help="directory of the SQLite file (default ~/.proctor)")
-    parser.add_argument("--public-url", help="origin for links to the dashboard (viewer_url)")
+    parser.add_argument("--host", help="address to bind (default: $PROCTOR_HOST, else 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, help="port to listen on (default: $PROCTOR_PORT, else 8000)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        help=f"directory of the SQLite file and hosted-run logs (default: {DATA_DIR_DEFAULT})",
+    )
+    parser.add_argument(
+        "--public-url",
+        help="origin of the dashboard links in viewer_url "
+        "(default: $PROCTOR_PUBLIC_URL, else http://HOST:PORT)",
+    )
     parser.add_argument(
         "--access-log",
         action="store_true",

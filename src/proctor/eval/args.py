@@ -10,6 +10,7 @@ line naming the flag and the fix.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import types
 import typing
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from proctor.errors import ConfigError
 from proctor.eval.config import EvalConfig
@@ -39,6 +41,14 @@ HELP_HINT = "run `proctor eval --help` for the options"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            flags = [
+                f for a in self._actions if a.help != argparse.SUPPRESS for f in a.option_strings
+            ]
+            typed = message.removeprefix(prefix).split()[0]
+            if found := difflib.get_close_matches(typed.split("=")[0], flags, n=1, cutoff=0.8):
+                raise ConfigError(f"{message}; did you mean {found[0]}? ({HELP_HINT})")
         raise ConfigError(f"{message}; {HELP_HINT}")
 
 
@@ -96,13 +106,13 @@ def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], pr
         if not prefix and name in SHORT_FLAGS:
             names.insert(0, SHORT_FLAGS[name])
         kind = _kind(annotation)
-        help_ = _doc(model, name)
+        no_flag = f"--{prefix}no-{kebab}" if kind is bool and name not in SWITCHES else None
+        help_ = _with_default(_doc(model, name), field, on=names[-1], off=no_flag)
         dest = f"{prefix}{name}"
-        if kind is bool and name in SWITCHES:
+        if kind is bool and no_flag is None:
             parser.add_argument(*names, dest=dest, action="store_true", help=help_)
-        elif kind is bool:
+        elif kind is bool and no_flag is not None:
             parser.add_argument(*names, dest=dest, action="store_true", help=help_)
-            no_flag = f"--{prefix}no-{kebab}"
             opposite = f"The opposite of {names[-1]}."
             parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite)
         elif kind in (dict, list):
@@ -114,6 +124,28 @@ def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], pr
             alias = f"--{prefix}{name}"
             action = _same_action(kind)
             parser.add_argument(alias, dest=dest, help=argparse.SUPPRESS, **action)
+
+
+def _with_default(help_: str, field: FieldInfo, *, on: str, off: str | None) -> str:
+    """The help text ending in `(default: X)`, in the style of every other command's help.
+
+    A docstring that states its default (`(default: the run name)`) keeps its words; a
+    boolean pair shows the flag that is in force (`--push`), a one-way switch nothing.
+    """
+    if "(default" in help_:
+        return help_
+    default = field.get_default(call_default_factory=True)
+    if default is None or (isinstance(default, bool) and off is None):
+        return help_
+    if isinstance(default, bool):
+        text = on if default else off
+    elif isinstance(default, dict | list):
+        text = json.dumps(default)
+    elif isinstance(default, float):
+        text = f"{default:g}"
+    else:
+        text = str(default)
+    return f"{help_} (default: {str(text).replace('%', '%%')})"
 
 
 def _same_action(kind: Any) -> dict[str, Any]:
@@ -134,8 +166,11 @@ def _kind(annotation: Any) -> Any:
 
 
 def _doc(model: type[BaseModel], name: str) -> str:
-    description = model.model_fields[name].description or ""
-    return " ".join(description.split()).replace("%", "%%")
+    """The field's docstring in the style of every command's help: lower case, no full stop."""
+    text = " ".join((model.model_fields[name].description or "").split()).removesuffix(".")
+    if text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text.replace("%", "%%")
 
 
 def _json_value(text: str) -> Any:
@@ -225,5 +260,23 @@ def describe_validation_error(error: ValidationError) -> str:
     if kind == "value_error":
         return f"{flag} {first['msg'].removeprefix('Value error, ')}"
     if kind == "extra_forbidden":
-        return f"unknown setting {'.'.join(map(str, first['loc']))}; remove it ({HELP_HINT})"
+        where = ".".join(map(str, first["loc"]))
+        guess = _closest_setting(first["loc"])
+        fix = f"did you mean {guess}?" if guess else f"remove it ({HELP_HINT})"
+        return f"unknown setting {where}; {fix}"
     return f"{flag}: {first['msg'].lower()} (got {given!r}); fix the value"
+
+
+def _closest_setting(loc: tuple[int | str, ...]) -> str | None:
+    """The known setting nearest to a mistyped one (`client.base_ur` -> `client.base_url`)."""
+    model: type[BaseModel] = EvalConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        sub = field.annotation if field else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            return None
+        model = sub
+    typed = str(loc[-1]).replace("-", "_")
+    known = [name for name in model.model_fields if name != "id"]
+    found = difflib.get_close_matches(typed, known, n=1, cutoff=0.6)
+    return ".".join([*map(str, loc[:-1]), found[0]]) if found else None

@@ -45,7 +45,7 @@ class EvalConfig(BaseModel):
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader (TOML table or JSON object)."""
     num_examples: int | None = Field(default=None, ge=1)
-    """Number of tasks to evaluate (default: the whole taskset; required for infinite ones)."""
+    """Number of tasks to evaluate; required for infinite tasksets (default: the whole taskset)."""
     rollouts_per_example: int = Field(default=1, ge=1)
     """Rollouts per task."""
     max_concurrent: int = Field(default=128, ge=1)

@@ -35,8 +35,8 @@ class ClientConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     base_url: str = Field(default_factory=_default_base_url)
-    """Base URL of the endpoint, ending in /v1 (default: $PROCTOR_MODEL_BASE_URL, else the demo
-    model at http://127.0.0.1:8001/v1)."""
+    """Base URL of the endpoint, ending in /v1 (default: $PROCTOR_MODEL_BASE_URL, else
+    http://127.0.0.1:8001/v1)."""
     api_key_var: str = "OPENAI_API_KEY"
     """Name of the environment variable holding the API key (unset: a placeholder is sent)."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -50,7 +50,7 @@ class ClientConfig(BaseModel):
     retry_max_delay: float = Field(default=30.0, ge=0)
     """Longest wait between two attempts, Retry-After included."""
     preflight: bool = True
-    """Check that the endpoint answers before any rollout starts."""
+    """Check that the endpoint speaks the API (`GET /models` lists models) before any rollout."""
     adaptive_concurrency: bool = True
     """On HTTP 429s, lower the requests in flight (AIMD) and climb back to -c when they stop
     (`--client.no-adaptive-concurrency`: always keep -c in flight)."""
