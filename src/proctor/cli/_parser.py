@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from proctor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 DATA_DIR_DEFAULT = "$PROCTOR_DATA_DIR, else ~/.proctor"
 """What decides the server data directory when `--data-dir` is not given."""
@@ -66,6 +70,11 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ConfigError(f"{message}; run `{self.prog} --help` for the options.")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse swallows a closed pipe here; `proctor.cli.main` handles it as for any output.
+        if message:
+            (file or sys.stdout).write(message)
 
 
 def add_data_dir_option(subcommands: Iterable[argparse.ArgumentParser]) -> None:

@@ -29,6 +29,10 @@ def run(argv: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError  # handled once, in `proctor.cli.main`, like any output
+
     table = Table(title="Installed environments", title_justify="left")
     table.add_column("name", style="bold")
     table.add_column("tasks", justify="right")
@@ -36,5 +40,5 @@ def run(argv: list[str]) -> int:
     for info in infos:
         size = {"infinite": "infinite (-n)", "broken": "-"}.get(info.kind, str(info.size))
         table.add_row(info.name, size, info.description)
-    Console(soft_wrap=False).print(table)
+    PipeConsole(soft_wrap=False).print(table)
     return 0

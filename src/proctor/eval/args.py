@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -23,6 +24,9 @@ from pydantic.fields import FieldInfo
 from proctor.errors import ConfigError
 from proctor.eval.config import EvalConfig
 from proctor.eval.toml_io import read_toml
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 SHORT_FLAGS = {
     "num_examples": "-n",
@@ -40,6 +44,11 @@ HELP_HINT = "run `proctor eval --help` for the options"
 
 
 class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse swallows a closed pipe here; `proctor.cli.main` handles it as for any output.
+        if message:
+            (file or sys.stdout).write(message)
+
     def error(self, message: str) -> NoReturn:
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):
