@@ -1,0 +1,142 @@
+"""`proctor hosted run --follow` as a user sees it: the order of what it prints, the whole
+failure reason, the hint naming the hosted user's flag, and Ctrl-C leaving the run alone."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.e2e.hosted_helpers import wait_closed, wait_status
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+
+LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
+
+
+@pytest.fixture(scope="module")
+def platform_for_follow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    plat = start_platform(tmp_path_factory.mktemp("follow-platform"), extra_env=LAUNCHER_ENV)
+    yield plat
+    plat.process.stop()
+
+
+def cli_env(platform: Platform, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    return {
+        **env,
+        "PROCTOR_API_URL": platform.url,
+        "PROCTOR_API_KEY": platform.api_key,
+        "HOME": str(home),
+    }
+
+
+def hosted_run(*args: str) -> list[str]:
+    return [*PROCTOR, "hosted", "run", *args, "-m", "demo", "--follow", "--poll-seconds", "0.2"]
+
+
+def test_completed_comes_after_the_sandbox_last_lines_and_paths_open(
+    platform_for_follow: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    run = subprocess.run(
+        hosted_run("alphabet-sort", "-n", "2", "-r", "1", "--api-base-url", demo_model),
+        env=cli_env(platform_for_follow, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream: the order is what a terminal shows
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout
+    evaluation_id = run.stdout.splitlines()[0]
+    sandbox, status_and_after = run.stdout.split(f"[COMPLETED] {evaluation_id}\n")
+    assert "finalized" in sandbox and "results: " in sandbox
+    assert status_and_after.startswith(f"evaluation {evaluation_id}: COMPLETED\n")
+    assert "dashboard: http://127.0.0.1:" in status_and_after
+    # The sandbox's "results:" path is absolute and there (not relative to its work folder).
+    results = Path(re.search(r"^  results: (.+)$", sandbox, re.M).group(1))  # type: ignore[union-attr]
+    assert results.is_absolute() and (results / "traces.jsonl").is_file()
+
+
+def test_a_failure_shows_its_whole_reason_and_the_hosted_flag(
+    platform_for_follow: Platform, tmp_path: Path
+) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    run = subprocess.run(
+        hosted_run("reverse-text", "-n", "2", "-r", "1", "--api-base-url", nowhere),
+        env=cli_env(platform_for_follow, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    evaluation_id = run.stdout.splitlines()[0]
+    reason = run.stderr.split(f"evaluation {evaluation_id}: FAILED\n")[1]
+    assert reason.startswith("  reason: the sandbox exited with code 1; last output:\n")
+    # The lines after the first, where the cause is, are shown too (they were cut before);
+    # the hint names the flag a hosted user has.
+    assert (
+        f"cannot reach the model at {nowhere}: start it or pass --client.base-url "
+        "(`proctor hosted run --api-base-url`)"
+    ) in reason
+    assert "Traceback" not in run.stderr
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
+    args = [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port)]
+    proc = ManagedProcess([*args, "--latency-ms", "300"], log).start()
+    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.stop()
+
+
+def test_ctrl_c_stops_following_only(
+    platform_for_follow: Platform, slow_model: str, tmp_path: Path
+) -> None:
+    args = ("reverse-text", "-n", "60", "-r", "1", "-c", "1", "--api-base-url", slow_model)
+    follower = ManagedProcess(
+        hosted_run(*args), tmp_path / "follow.out", env=cli_env(platform_for_follow, tmp_path)
+    ).start()
+    client = platform_for_follow.client()
+    try:
+        wait_for(lambda: follower.output().count("\n") >= 1, follower)
+        evaluation_id = follower.output().splitlines()[0]
+        wait_status(client, evaluation_id, ("RUNNING",))
+        follower.signal(signal.SIGINT)  # what Ctrl-C sends the terminal's process group
+        assert follower.proc is not None
+        assert follower.proc.wait(timeout=30) == 130
+        assert follower.output().endswith(
+            f"proctor hosted: stopped following; the evaluation goes on — "
+            f"`proctor hosted cancel {evaluation_id}` to stop it.\n"
+        )
+        assert "Traceback" not in follower.output()
+        # Nothing was lost: the evaluation still runs, and the command named stops it.
+        assert client.get(f"/evaluations/{evaluation_id}").json()["status"] == "RUNNING"
+        cancel = subprocess.run(
+            [*PROCTOR, "hosted", "cancel", evaluation_id],
+            env=cli_env(platform_for_follow, tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cancel.returncode == 0, cancel.stderr
+        assert wait_closed(client, platform_for_follow, evaluation_id)["status"] == "CANCELLED"
+    finally:
+        follower.stop()
+
+
+def wait_for(condition: Callable[[], bool], process: ManagedProcess, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.proc is not None and process.proc.poll() is None, process.output()
+        assert time.monotonic() < deadline, process.output()
+        time.sleep(0.1)
