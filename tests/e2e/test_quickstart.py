@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -32,23 +33,33 @@ def _quickstart(data_dir: Path, home: Path) -> subprocess.CompletedProcess[str]:
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
     return subprocess.run(
-        args, env={**env, "HOME": str(home)}, capture_output=True, text=True, timeout=180
+        args,
+        env={**env, "HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, in the order a terminal shows it
+        text=True,
+        timeout=180,
     )
 
 
 def test_quickstart_runs_a_hosted_eval_and_reruns_on_the_same_data_dir(tmp_path: Path) -> None:
     data_dir = tmp_path / "proctor-home"
     first = _quickstart(data_dir, tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.returncode == 0, first.stdout
     assert "COMPLETED" in first.stdout and "samples: 10" in first.stdout
     assert "alphabet_sort:" in first.stdout and "dashboard: http://127.0.0.1:" in first.stdout
     assert "finalized" in first.stdout  # the sandbox's live log was shown
+    # The status closes the sandbox's log, and the results path printed can be opened.
+    sandbox_log, after = first.stdout.split("quickstart: status COMPLETED\n")
+    assert "finalized" in sandbox_log and "finalized" not in after
+    results = Path(re.search(r"^  results: (.+)$", sandbox_log, re.M).group(1))  # type: ignore[union-attr]
+    assert results.is_absolute() and (results / "traces.jsonl").is_file()
     config = tomllib.loads((data_dir / "config.toml").read_text())
     assert config["api_key"].startswith("pk_")
     assert (data_dir / "config.toml").stat().st_mode & 0o077 == 0
 
     second = _quickstart(data_dir, tmp_path)
-    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.returncode == 0, second.stdout
     again = tomllib.loads((data_dir / "config.toml").read_text())
     assert again["api_key"] == config["api_key"]  # the stored key still works
     assert again["api_url"] != config["api_url"]  # the new port was written

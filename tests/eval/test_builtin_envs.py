@@ -73,4 +73,4 @@ def test_default_run_name_and_output_dir(demo_model: str, tmp_path: Path) -> Non
     (run_dir,) = (tmp_path / "outputs").iterdir()
     env, model, short_id = run_dir.name.split("--")
     assert (env, model, len(short_id)) == ("reverse-text", "org_model-x", 8)
-    assert f"results: outputs/{run_dir.name}" in result.stdout
+    assert f"results: {run_dir}\n" in result.stdout  # absolute: one the user can open

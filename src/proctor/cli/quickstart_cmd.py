@@ -58,7 +58,7 @@ def run(argv: list[str]) -> int:
     from proctor.hosted.quickstart import Quickstart, QuickstartOptions
 
     options = QuickstartOptions(
-        data_dir=Path(args.data_dir).expanduser(),
+        data_dir=Path(args.data_dir).expanduser().absolute(),  # printed: one the user can open
         port=args.port,
         model_port=args.model_port,
         num_examples=args.num_examples,
