@@ -246,7 +246,7 @@ def doc_defaults(section: str) -> dict[str, str]:
     """{"--port": "8001", ...}: the default column of a docs table, backticks dropped.
 
     Only the first `--flag` of a row's first cell counts (`--push` of `--push / --no-push`).
-    `off` (a switch) and `unset` (nothing is sent) mean there is no default to show.
+    `off` (a switch), `unset` and `none` (nothing is sent or set) mean no default to show.
     """
     found: dict[str, str] = {}
     header = re.search(r"^\| flag \| default \| meaning \|$", section, re.M)
@@ -254,7 +254,7 @@ def doc_defaults(section: str) -> dict[str, str]:
         return found
     for row in re.findall(r"^\| (.+?) \| (.*?) \| .* \|$", section[header.end() :], re.M):
         flag = re.search(r"--[\w.-]+", row[0])
-        if flag and row[1].strip() not in ("", "required", "off", "unset"):
+        if flag and row[1].strip() not in ("", "required", "off", "unset", "none"):
             found[flag.group(0)] = row[1].replace("`", "").strip()
     return found
 

@@ -64,11 +64,12 @@ NOT_NEEDED = ("openai", "httpx", "httpx2", "tenacity", "rich", "proctor.runs", "
 @pytest.mark.e2e
 def test_a_local_eval_imports_only_what_it_uses(tmp_path: Path) -> None:
     url, demo = start_demo_model(tmp_path)
+    argv = [sys.executable, "-c", RUN_PROBE, ",".join(NOT_NEEDED), "eval", "reverse-text",
+            "-n", "3", "--no-push", "--no-rich", "-o", str(tmp_path / "out"),
+            "--client.base-url", url]  # fmt: skip
     try:
         result = subprocess.run(
-            [sys.executable, "-c", RUN_PROBE, ",".join(NOT_NEEDED), "eval", "reverse-text",
-             "-n", "3", "--no-push", "--no-rich", "-o", str(tmp_path / "out"),
-             "--client.base-url", url],  # fmt: skip
+            argv,
             capture_output=True,
             text=True,
             timeout=60,
