@@ -126,7 +126,7 @@ def follow(
         try:
             record = get(client, evaluation_id)
             status = record.get("status")
-            if status != last_status and status not in TERMINAL:
+            if status != last_status and status not in TERMINAL_STATUSES:
                 last_status = status
                 if on_status is not None:
                     on_status(record)
