@@ -32,6 +32,7 @@ SHORT_FLAGS = {
     "num_examples": "-n",
     "rollouts_per_example": "-r",
     "max_concurrent": "-c",
+    "workers": "-w",
     "model": "-m",
     "output_dir": "-o",
     "verbose": "-v",

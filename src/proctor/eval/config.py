@@ -50,6 +50,9 @@ class EvalConfig(BaseModel):
     """Rollouts per task."""
     max_concurrent: int = Field(default=128, ge=1)
     """Episodes kept in flight at once."""
+    workers: int | None = Field(default=None, ge=1)
+    """Worker processes running the rollouts, each with its own event loop (default: one per
+    core available, at most one per 32 episodes in flight; 1: all in this process)."""
     model: str = "demo"
     """Model name sent to the endpoint."""
     output_dir: str = "outputs"

@@ -120,11 +120,15 @@ class TraceWriter:
     """Appends one JSON line per episode and flushes it, so a crash loses nothing finished."""
 
     def __init__(self, path: Path) -> None:
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[bytes] = path.open("ab")
 
     def write(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and flush it to the OS."""
-        self._file.write(json.dumps(record) + "\n")
+        self.write_line(json.dumps(record).encode() + b"\n")
+
+    def write_line(self, line: bytes) -> None:
+        """Append a record already serialised as one JSON line (ending in a newline)."""
+        self._file.write(line)
         self._file.flush()
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ every way out (done, Ctrl-C, a failure) finishes it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import time
@@ -24,6 +25,7 @@ from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory
 from proctor.eval.scheduler import Job, plan_jobs, run_jobs
 from proctor.eval.stats import RunStats
+from proctor.eval.workers import WorkerPool, effective_workers
 
 if TYPE_CHECKING:
     from proctor.contract import RunStatus
@@ -187,12 +189,22 @@ class _Run:
             sampling=config.sampling,
             max_connections=config.max_concurrent,
         )
+        workers = effective_workers(
+            config.workers, concurrency=config.max_concurrent, jobs=len(self.jobs)
+        )
+        pool: WorkerPool | None = None
         try:
+            if workers > 1:
+                # Started first: the workers load while this process checks and opens the run.
+                pool = WorkerPool(config, workers=workers, concurrency=config.max_concurrent)
+                await pool.start()
             if config.client.preflight and self.jobs:
                 await client.preflight(fix=_base_url_flag(config))
             platform_run = self._open_platform_run()
-            return await self._run_opened(platform_run, client)
+            return await self._run_opened(platform_run, client, pool)
         finally:
+            if pool is not None:
+                await pool.aclose()
             await client.aclose()
 
     def _open_platform_run(self) -> PlatformRun:
@@ -219,7 +231,9 @@ class _Run:
         saved = self.run_dir.saved_config().get("run", {}).get("id")
         return saved if isinstance(saved, str) else None
 
-    async def _run_opened(self, platform_run: PlatformRun, client: Any) -> EvalResult:
+    async def _run_opened(
+        self, platform_run: PlatformRun, client: Any, pool: WorkerPool | None
+    ) -> EvalResult:
         config = self.config
         run_info = {"id": platform_run.id, "name": config.run.name}
         # Until the rollouts say otherwise: a KeyboardInterrupt or cancellation escaping from
@@ -248,7 +262,7 @@ class _Run:
                 for record in self.kept:
                     self.stats.add(record, new=False)
                 platform_run.log_episodes(self.kept)
-            status, error = await self._rollouts(platform_run, client, run_info)
+            status, error = await self._rollouts(platform_run, client, run_info, pool)
             if status == "completed" and self.stats.done and self.stats.ok == 0:
                 # Errored rollouts are data, but a run with nothing else measured nothing:
                 # most often a setup mistake (wrong model name, endpoint, key).
@@ -279,31 +293,41 @@ class _Run:
         )
 
     async def _rollouts(
-        self, platform_run: PlatformRun, client: Any, run_info: dict[str, Any]
+        self,
+        platform_run: PlatformRun,
+        client: Any,
+        run_info: dict[str, Any],
+        pool: WorkerPool | None,
     ) -> tuple[RunStatus, str | None]:
         writer = self.run_dir.open_traces()
         stats, view, log_episodes = self.stats, self.view, platform_run.log_episodes
 
+        def on_record(record: dict[str, Any], line: bytes) -> None:
+            # Disk first: the local trace is the record of truth, the upload a copy of it.
+            writer.write_line(line)
+            log_episodes([record])
+            stats.add(record)
+            failure = record.get("error")
+            if failure is not None and self.first_error is None:
+                self.first_error = str(failure.get("message") or failure)
+            view.update(stats)
+
         def on_episode(episode: Episode) -> None:
             episode.run = run_info
             record = episode.to_record()
-            # Disk first: the local trace is the record of truth, the upload a copy of it.
-            writer.write(record)
-            log_episodes([record])
-            stats.add(record)
-            if episode.error is not None and self.first_error is None:
-                self.first_error = str(episode.error.get("message") or episode.error)
-            view.update(stats)
+            on_record(record, json.dumps(record).encode() + b"\n")
 
-        scheduler = asyncio.create_task(
-            run_jobs(
+        if pool is not None:
+            rollouts = pool.run(self.jobs, run_info=run_info, on_record=on_record)
+        else:
+            rollouts = run_jobs(
                 self.env,
                 client,
                 self.jobs,
                 concurrency=self.config.max_concurrent,
                 on_episode=on_episode,
             )
-        )
+        scheduler = asyncio.create_task(rollouts)
         loop = asyncio.get_running_loop()
 
         def interrupt(sig: signal.Signals) -> None:

@@ -1,0 +1,381 @@
+"""Rollouts on every core: worker processes, each with its own event loop, fed by the parent.
+
+One event loop is one core: past a few hundred rollouts in flight, the loop's CPU (HTTP,
+JSON, scoring) is the ceiling, not the model. So `-w N` worker processes run the rollouts,
+each its own interpreter with its own loop, client and limiter, holding its share of `-c`.
+The parent stays the single owner of everything a run promises: it plans the jobs, feeds
+them to the workers a few at a time, and alone writes `traces.jsonl`, drives the progress
+view and hands episodes to the platform; so one trace file, one evaluation, and resume work
+exactly as with one process (docs/engine.md says why this design and not another).
+
+The wire is one pipe each way, one line per message:
+
+- parent -> worker: a JSON header `{"config", "concurrency"}`, then `{"run"}` once the
+  platform run is open, then jobs as `"<task index> <rollout number>"`.
+- worker -> parent: each finished episode as its `traces.jsonl` line (`{...}`), log records
+  as `L[level, logger, message]`, a fatal error as `E<message>`.
+
+A worker that dies (OOM, SIGKILL) loses only its episodes in flight: the parent runs them
+again on a fresh worker, so every episode is recorded exactly once. A parent that dies
+takes its workers with it (end of stdin, and a parent-death signal on Linux); the trace
+file holds what finished, and `--resume` continues. Workers ignore SIGINT: Ctrl-C is the
+parent's to handle, which stops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proctor.errors import ProctorError
+
+if TYPE_CHECKING:
+    from proctor.eval.config import EvalConfig
+    from proctor.eval.scheduler import Job
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE = 1 << 28
+"""Longest message on the wire (a long multi-turn episode is one line)."""
+
+WORKER_COMMAND = (sys.executable, "-c", "from proctor.eval.workers import main; main()")
+"""How a worker starts (not `-m`: the module would load twice, once as `__main__`)."""
+
+PREFETCH = 2
+"""Jobs a worker holds per rollout slot: one running, one queued, so it never waits on us."""
+
+
+class WorkerError(ProctorError):
+    """The worker processes failed (could not start, or kept dying)."""
+
+
+def cores_available() -> int:
+    """CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def effective_workers(requested: int | None, *, concurrency: int, jobs: int) -> int:
+    """How many worker processes a run gets; 1 means the rollouts run in this process.
+
+    Unset, one per core, but no more than one per 32 episodes in flight: below that a
+    single loop keeps up, and a small run should not pay for starting interpreters.
+    """
+    if requested is None:
+        requested = min(cores_available(), max(1, concurrency // 32))
+    return max(1, min(requested, concurrency, jobs))
+
+
+@dataclass(eq=False)
+class _Worker:
+    number: int
+    concurrency: int
+    proc: asyncio.subprocess.Process
+    in_flight: set[tuple[int, int]] = field(default_factory=set)
+    closing: bool = False
+
+
+class WorkerPool:
+    """The parent's side: start workers, feed them jobs, stream their episodes back.
+
+    Args:
+        config: The run's resolved config (each worker loads the environment from it).
+        workers: Number of worker processes (at least 2; 1 runs in-process instead).
+        concurrency: Episodes in flight across all workers (`-c`), split between them.
+    """
+
+    def __init__(self, config: EvalConfig, *, workers: int, concurrency: int) -> None:
+        self.config = config
+        base, extra = divmod(concurrency, workers)
+        self._shares = [base + (1 if i < extra else 0) for i in range(workers)]
+        self._slots: list[_Worker | None] = [None] * workers
+        self._run_line: bytes | None = None
+        self._pending: deque[tuple[int, int]] = deque()
+        self._remaining = 0
+        self._restarts_left = 2 * workers
+        self._on_record: Callable[[dict[str, Any], bytes], None] | None = None
+        self._finished = asyncio.Event()
+
+    async def start(self) -> None:
+        """Spawn the workers; they load the environment while the parent opens the run."""
+        for i in range(len(self._slots)):
+            self._slots[i] = await self._spawn(i)
+
+    async def _spawn(self, number: int) -> _Worker:
+        proc = await asyncio.create_subprocess_exec(
+            *WORKER_COMMAND,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=MAX_LINE,
+        )
+        worker = _Worker(number, self._shares[number], proc)
+        header = {
+            "config": self.config.model_dump(mode="json"),
+            "concurrency": worker.concurrency,
+            "number": number,
+        }
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(header).encode() + b"\n")
+        if self._run_line is not None:
+            proc.stdin.write(self._run_line)
+        logger.debug(
+            "worker %d started (pid %d, %d in flight)", number, proc.pid, worker.concurrency
+        )
+        return worker
+
+    async def run(
+        self,
+        jobs: list[Job],
+        *,
+        run_info: dict[str, Any],
+        on_record: Callable[[dict[str, Any], bytes], None],
+    ) -> None:
+        """Run every job on the workers; `on_record(record, line)` for each finished episode.
+
+        Raises:
+            WorkerError: a worker could not load the environment, or workers kept dying.
+        """
+        self._on_record = on_record
+        self._run_line = json.dumps({"run": run_info}).encode() + b"\n"
+        self._pending.extend((job.task.index, job.rollout_number) for job in jobs)
+        self._remaining = len(jobs)
+        for worker in self._slots:
+            assert worker is not None and worker.proc.stdin is not None
+            worker.proc.stdin.write(self._run_line)
+            self._feed(worker)
+        if not self._remaining:
+            return
+        readers = [asyncio.create_task(self._serve_slot(i)) for i in range(len(self._slots))]
+        try:
+            await asyncio.gather(*readers)
+        finally:
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+
+    def _feed(self, worker: _Worker) -> None:
+        room = worker.concurrency * PREFETCH - len(worker.in_flight)
+        if room <= 0 or not self._pending or worker.closing:
+            return
+        lines = []
+        pending, in_flight = self._pending, worker.in_flight
+        for _ in range(min(room, len(pending))):
+            job = pending.popleft()
+            in_flight.add(job)
+            lines.append(f"{job[0]} {job[1]}\n")
+        assert worker.proc.stdin is not None
+        worker.proc.stdin.write("".join(lines).encode())
+
+    async def _serve_slot(self, number: int) -> None:
+        """Read one slot's worker until the run is done, replacing it if it dies."""
+        while True:
+            worker = self._slots[number]
+            assert worker is not None and worker.proc.stdout is not None
+            fatal = await self._read(worker)
+            code = await worker.proc.wait()
+            if worker.closing:
+                return
+            if fatal is not None:
+                raise WorkerError(f"a worker process failed: {fatal}")
+            lost = len(worker.in_flight)
+            self._pending.extendleft(worker.in_flight)
+            worker.in_flight.clear()
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            if self._restarts_left <= 0:
+                raise WorkerError(
+                    f"worker processes keep dying (the last with {how}); "
+                    "see logs/eval.log, or run in one process with -w 1"
+                )
+            self._restarts_left -= 1
+            logger.warning(
+                "worker %d died (%s); its %d episodes in flight run again on a new worker",
+                number,
+                how,
+                lost,
+            )
+            replacement = self._slots[number] = await self._spawn(number)
+            assert replacement.proc.stdin is not None
+            for other in self._slots:
+                if other is not None:
+                    self._feed(other)
+
+    async def _read(self, worker: _Worker) -> str | None:
+        """Consume the worker's messages until its output ends; a fatal error's text, if any."""
+        stdout = worker.proc.stdout
+        assert stdout is not None and self._on_record is not None
+        on_record = self._on_record
+        while True:
+            line = await stdout.readline()
+            if not line.endswith(b"\n"):
+                return None  # end of output (a torn last line was never a whole episode)
+            kind = line[:1]
+            if kind == b"{":
+                record = json.loads(line)
+                worker.in_flight.discard((record["example_id"], record["rollout_number"]))
+                self._remaining -= 1
+                on_record(record, line)
+                if self._remaining == 0:
+                    self._close_all()
+                else:
+                    self._feed(worker)
+            elif kind == b"L":
+                level, name, message = json.loads(line[1:])
+                logging.getLogger(name).log(level, "%s", message)
+            elif kind == b"E":
+                return line[1:].decode(errors="replace").strip()
+
+    def _close_all(self) -> None:
+        for worker in self._slots:
+            if worker is not None and not worker.closing:
+                worker.closing = True
+                assert worker.proc.stdin is not None
+                worker.proc.stdin.close()
+
+    async def aclose(self) -> None:
+        """Stop every worker (the episodes they still have in flight are dropped)."""
+        workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.closing = True
+            if worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.terminate()
+        for worker in workers:
+            try:
+                await asyncio.wait_for(worker.proc.wait(), timeout=5)
+            except TimeoutError:
+                worker.proc.kill()
+                await worker.proc.wait()
+
+
+# --- the worker's side ---------------------------------------------------------------------
+
+
+class _PipeLogHandler(logging.Handler):
+    """Sends log records to the parent, which logs them as its own (file, terminal)."""
+
+    def __init__(self, write: Callable[[bytes], None], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._write = write
+        self._loop = loop
+        self._thread = threading.get_ident()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = b"L" + json.dumps([record.levelno, record.name, self.format(record)]).encode()
+            if threading.get_ident() == self._thread:
+                self._write(line + b"\n")
+            else:
+                self._loop.call_soon_threadsafe(self._write, line + b"\n")
+        except Exception:  # pragma: no cover - logging must never break a rollout
+            self.handleError(record)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (stdin's end is the fallback)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # pragma: no cover - not Linux: end of stdin still stops the worker
+        pass
+
+
+async def _worker(proto_in: int, proto_out: int) -> int:
+    from proctor.envs import load_environment
+    from proctor.eval.config import EvalConfig
+    from proctor.models.openai_client import OpenAIChatClient
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(proto_in, "rb", buffering=0)
+    )
+    transport, _ = await loop.connect_write_pipe(
+        asyncio.Protocol, os.fdopen(proto_out, "wb", buffering=0)
+    )
+    write = transport.write
+    root = logging.getLogger("proctor")
+    root.handlers[:] = [_PipeLogHandler(write, loop)]
+    root.propagate = False
+
+    header = json.loads(await reader.readline())
+    config = EvalConfig.model_validate(header["config"])
+    root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
+    try:
+        env = load_environment(config.env, **config.env_args)
+        tasks = {task.index: task for task in env.taskset.select(config.num_examples)}
+    except Exception as e:
+        write(f"E{type(e).__name__}: {e}".replace("\n", " ").encode() + b"\n")
+        return 1
+    run_line = await reader.readline()
+    if not run_line:
+        return 0
+    run_info = json.loads(run_line)["run"]
+    concurrency = int(header["concurrency"])
+    logger.debug(
+        "worker %d (pid %d) running up to %d episodes at once",
+        header["number"],
+        os.getpid(),
+        concurrency,
+    )
+    client = OpenAIChatClient(
+        model=config.model,
+        client=config.client,
+        sampling=config.sampling,
+        max_connections=concurrency,
+    )
+    queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+    rollout, dumps = env.rollout, json.dumps
+
+    async def run_slot() -> None:
+        while True:
+            index, number = await queue.get()
+            episode = await rollout(
+                tasks[index], client, episode_id=uuid.uuid4().hex, rollout_number=number
+            )
+            episode.run = run_info
+            write(dumps(episode.to_record()).encode() + b"\n")
+
+    slots = [asyncio.create_task(run_slot()) for _ in range(concurrency)]
+    try:
+        # Jobs until the parent closes our stdin: then every job we got is done, or the
+        # parent is gone and what is still in flight has nowhere to go.
+        while line := await reader.readline():
+            index, number = line.split()
+            queue.put_nowait((int(index), int(number)))
+    finally:
+        for slot in slots:
+            slot.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+        await client.aclose()
+    return 0
+
+
+def main() -> None:
+    """Entry point of a worker process (`WORKER_COMMAND`); exits with the worker's status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    # The protocol keeps private copies of stdin/stdout; fd 1 becomes stderr, so an
+    # environment that prints cannot corrupt the stream of episodes.
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional: the default loop is only slower
+        raise SystemExit(asyncio.run(_worker(proto_in, proto_out))) from None
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        raise SystemExit(runner.run(_worker(proto_in, proto_out)))

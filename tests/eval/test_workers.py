@@ -1,0 +1,163 @@
+"""Rollouts in worker processes (-w): the run behaves exactly as in one process.
+
+One trace file written by the parent alone, every episode exactly once, one evaluation on the
+platform; a worker killed mid-run loses nothing; a killed parent takes its workers with it and
+`--resume` completes the run; Ctrl-C stops everything and keeps what finished.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import Platform
+from tests.eval.helpers import (
+    count_complete_lines,
+    eval_process,
+    pairs,
+    read_config,
+    read_traces,
+    run_eval,
+)
+from tests.eval.test_platform_push import samples
+
+
+def wait_for_lines(path: Path, n: int, *, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while count_complete_lines(path) < n:
+        assert time.monotonic() < deadline, f"{path} never reached {n} lines"
+        time.sleep(0.05)
+
+
+def workers_of(pid: int, n: int, *, timeout: float = 60) -> list[psutil.Process]:
+    """The worker processes of the eval `pid`, once `n` of them run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [
+            p
+            for p in psutil.Process(pid).children()
+            if "from proctor.eval.workers import main" in " ".join(p.cmdline())
+        ]
+        if len(found) >= n:
+            return found
+        assert time.monotonic() < deadline, f"{n} workers never started"
+        time.sleep(0.05)
+
+
+def assert_exactly_once(records: list[dict[str, object]], tasks: int, rollouts: int) -> None:
+    assert sorted(pairs(records)) == [(i, k) for i in range(tasks) for k in range(1, rollouts + 1)]
+    assert len({r["id"] for r in records}) == len(records)
+
+
+def test_every_episode_runs_once_and_only_the_parent_writes(
+    demo_model: str, tmp_path: Path
+) -> None:
+    result = run_eval(
+        "reverse-text", "-n", "60", "-r", "3", "-c", "12", "-w", "3", "-v", "--no-push",
+        "--no-rich", "-o", "out", "--run.name", "r", "--client.base-url", demo_model,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "out" / "r"
+    records = read_traces(run_dir)
+    assert_exactly_once(records, 60, 3)
+    run_id = read_config(run_dir)["run"]["id"]
+    assert all(r["run"] == {"id": run_id, "name": "r"} for r in records)
+    assert all(r["error"] is None for r in records)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.toml", "logs", "traces.jsonl"]
+    log = (run_dir / "logs" / "eval.log").read_text()
+    for n in range(3):
+        assert f"worker {n} (pid" in log  # workers' own log lines reach the run's log
+    assert "run r completed: 180/180 episodes" in result.stdout
+
+
+def test_a_killed_worker_loses_nothing(slow_model: str, tmp_path: Path) -> None:
+    proc = eval_process(
+        "reverse-text", "-n", "40", "-c", "8", "-w", "2", "--no-push", "--no-rich", "-o", "out",
+        "--run.name", "r", "--client.base-url", slow_model, cwd=tmp_path,
+    )  # fmt: skip
+    run_dir = tmp_path / "out" / "r"
+    try:
+        wait_for_lines(run_dir / "traces.jsonl", 4)
+        victim = workers_of(proc.pid, 2)[0]
+        victim.kill()
+        assert proc.proc is not None
+        assert proc.proc.wait(timeout=90) == 0, proc.output()
+    finally:
+        proc.stop()
+    assert_exactly_once(read_traces(run_dir), 40, 1)
+    output = proc.output()
+    assert "died (signal 9)" in output and "run again on a new worker" in output
+    assert "run r completed: 40/40 episodes" in output
+
+
+def test_a_killed_parent_takes_its_workers_and_resume_completes(
+    slow_model: str, demo_model: str, tmp_path: Path
+) -> None:
+    args = ["reverse-text", "-n", "30", "-r", "2", "--no-push", "--no-rich", "-o", "out",
+            "--run.name", "r", "-w", "2"]  # fmt: skip
+    proc = eval_process(*args, "-c", "6", "--client.base-url", slow_model, cwd=tmp_path)
+    run_dir = tmp_path / "out" / "r"
+    try:
+        wait_for_lines(run_dir / "traces.jsonl", 6)
+        workers = workers_of(proc.pid, 2)
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only, as the OOM killer would
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, f"workers outlived their parent: {alive}"
+    finally:
+        proc.stop()
+    before = read_traces(run_dir)
+    assert 6 <= len(before) < 60
+    assert len(set(pairs(before))) == len(before)
+
+    result = run_eval(*args, "-c", "8", "--resume", "--client.base-url", demo_model, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    after = read_traces(run_dir)
+    assert_exactly_once(after, 30, 2)
+    assert {r["id"] for r in before} <= {r["id"] for r in after}
+    assert f"{60 - len(before)} episodes to run, {len(before)} kept" in result.stderr
+
+
+def test_ctrl_c_stops_the_workers_and_keeps_results(slow_model: str, tmp_path: Path) -> None:
+    proc = eval_process(
+        "reverse-text", "-n", "200", "-c", "8", "-w", "2", "--no-push", "--no-rich", "-o", "out",
+        "--run.name", "r", "--client.base-url", slow_model, cwd=tmp_path,
+    )  # fmt: skip
+    traces = tmp_path / "out" / "r" / "traces.jsonl"
+    try:
+        wait_for_lines(traces, 4)
+        workers = workers_of(proc.pid, 2)
+        proc.signal(signal.SIGINT)  # to the whole group, as a terminal sends it
+        assert proc.proc is not None
+        assert proc.proc.wait(timeout=30) == 130, proc.output()
+        _, alive = psutil.wait_procs(workers, timeout=10)
+        assert not alive
+    finally:
+        proc.stop()
+    records = read_traces(tmp_path / "out" / "r")
+    assert 4 <= len(records) < 200
+    assert len(set(pairs(records))) == len(records)
+    output = proc.output()
+    assert "run r cancelled" in output
+    assert "Traceback" not in output
+
+
+def test_workers_push_to_one_evaluation(
+    platform: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    env = {"PROCTOR_API_URL": platform.url, "PROCTOR_API_KEY": platform.api_key,
+           "HOME": str(tmp_path / "home")}  # fmt: skip
+    result = run_eval(
+        "arithmetic", "-n", "20", "-r", "2", "-c", "8", "-w", "2", "--push", "-o", "out",
+        "--run.name", "r", "--client.base-url", demo_model, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "out" / "r"
+    records = read_traces(run_dir)
+    assert_exactly_once(records, 20, 2)
+    stored = samples(platform, read_config(run_dir)["run"]["id"])
+    assert sorted(str(s["sample_id"]) for s in stored) == sorted(r["id"] for r in records)
