@@ -1,19 +1,26 @@
-"""Engine overhead: `proctor eval` against a bare `openai` loop, side by side, same invocation.
+"""Engine overhead: `proctor eval` against its peers, side by side, in one invocation.
 
     .venv/bin/python bench/engine_overhead.py [--rollouts 2000] [--latency-ms 50]
 
 Starts its own demo model (`proctor demo-model --latency-ms 50`) on loopback, then runs, each
-in a fresh child process so CPU and memory are measured per row (`os.wait4`):
+in a fresh child process so CPU and memory are measured per row (`os.wait4`, children
+included):
 
-- `proctor eval reverse-text` (single-turn: request, scoring, trace write, platform hand-off
-  with `--no-push`) at `-c 64` and `-c 256`;
-- a bare loop: one `AsyncOpenAI` and a semaphore, nothing else, same concurrency, with the
-  SDK's default transport and with its aiohttp transport.
+- `proctor eval` single-turn (`reverse-text`: request, scoring, trace write, platform hand-off
+  with `--no-push`) at `-c 64 / 256 / 1024` with the default workers, and at `-c 256` in one
+  process (`-w 1`);
+- multi-turn (`alphabet-sort`, 1-3 model turns) and tool use (`tool-calc`, a tool call then
+  an answer) at `-c 256`: CPU per model turn against the single-turn figure;
+- start-up: process spawn to the first chat request of `proctor eval reverse-text`;
+- the peers, each from PyPI in its own venv under `bench/.venvs/` (created on first use,
+  git-ignored), running the same job: the same 2,000 reverse-text prompts, scored by the
+  same `difflib` similarity: inspect-ai, verifiers, a bare `openai` loop (one `AsyncOpenAI`,
+  a semaphore), and a raw asyncio floor (HTTP/1.1 over asyncio streams, stdlib only).
 
-Per row: wall time of the rollouts (first request to last answer) against the latency floor
-ceil(N/c) x latency, CPU ms per rollout (marginal: minus a 1-rollout run of the same kind),
-start-up time (process spawn to first chat request), peak RSS. Results are printed and
-written to bench/results/engine_overhead.md.
+Per row: wall time of the rollouts against the latency floor ceil(N/c) x latency, CPU ms per
+rollout (marginal: minus a small run of the same kind, which removes imports, start-up and
+worker spawn), start-up, peak RSS. Results are printed and written to
+bench/results/engine_overhead.md.
 """
 
 from __future__ import annotations
@@ -36,29 +43,129 @@ sys.path.insert(0, str(ROOT))
 
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
-BARE_LOOP = r"""
+VENVS = ROOT / "bench" / ".venvs"
+PEER_PACKAGES = {
+    "openai": ["openai"],
+    "inspect-ai": ["inspect-ai==0.3.285", "openai"],
+    "verifiers": ["verifiers==0.4.0"],
+}
+
+# Each peer gets: base URL, tasks file (JSON list of {prompt, answer}), concurrency. It prints
+# one JSON line: {"first": epoch of the first request, "last": of the last answer, "n": ...}.
+RAW_FLOOR = r"""
 import asyncio, json, sys, time
-url, n, c, transport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-import openai
-http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
-PROMPT = "Reverse the following text character by character: Always soldier brown white."
+url, tasks_file, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tasks = json.load(open(tasks_file))
+host, port = url.split("//")[1].split("/")[0].split(":")
+path = "/" + url.split("//")[1].split("/", 1)[1].rstrip("/") + "/chat/completions"
 
 async def main():
-    client = openai.AsyncOpenAI(base_url=url, api_key="x", http_client=http_client)
+    pending = iter(tasks)
+    first, last, done = [], [], [0]
+    async def conn():
+        reader, writer = await asyncio.open_connection(host, int(port))
+        for task in pending:
+            body = json.dumps({"model": "demo",
+                               "messages": [{"role": "user", "content": task["prompt"]}]}).encode()
+            first.append(time.time())
+            head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json"
+                    f"\r\nContent-Length: {len(body)}\r\n\r\n")
+            writer.write(head.encode() + body)
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reply = json.loads(await reader.readexactly(length))
+            reply["choices"][0]["message"]["content"]
+            last.append(time.time())
+            done[0] += 1
+        writer.close()
+    await asyncio.gather(*(conn() for _ in range(min(c, len(tasks)))))
+    print(json.dumps({"first": min(first), "last": max(last), "n": done[0]}))
+
+asyncio.run(main())
+"""
+
+BARE_OPENAI = r"""
+import asyncio, difflib, json, sys, time
+url, tasks_file, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tasks = json.load(open(tasks_file))
+import openai
+
+async def main():
+    client = openai.AsyncOpenAI(base_url=url, api_key="x")
     sem = asyncio.Semaphore(c)
     starts, ends = [], []
-    async def one(i):
+    async def one(task):
         async with sem:
             starts.append(time.time())
             r = await client.chat.completions.create(
-                model="demo", messages=[{"role": "user", "content": PROMPT}])
+                model="demo", messages=[{"role": "user", "content": task["prompt"]}])
             ends.append(time.time())
-            return r.choices[0].message.content
-    await asyncio.gather(*(one(i) for i in range(n)))
+            text = r.choices[0].message.content or ""
+            return difflib.SequenceMatcher(None, text, task["answer"], autojunk=False).ratio()
+    await asyncio.gather(*(one(t) for t in tasks))
     print(json.dumps({"first": min(starts), "last": max(ends), "n": len(ends)}))
 
 asyncio.run(main())
 """
+
+INSPECT = r"""
+import difflib, json, os, sys, tempfile, time
+url, tasks_file, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tasks = json.load(open(tasks_file))
+from inspect_ai import Task, eval as inspect_eval
+from inspect_ai.dataset import Sample
+from inspect_ai.scorer import Score, Target, accuracy, scorer
+from inspect_ai.solver import TaskState, generate
+
+@scorer(metrics=[accuracy()])
+def similarity():
+    async def score(state: TaskState, target: Target) -> Score:
+        got = state.output.completion or ""
+        return Score(value=difflib.SequenceMatcher(None, got, target.text, autojunk=False).ratio())
+    return score
+
+task = Task(dataset=[Sample(input=t["prompt"], target=t["answer"]) for t in tasks],
+            solver=generate(), scorer=similarity())
+os.environ.setdefault("OPENAI_API_KEY", "x")
+first = time.time()
+logs = inspect_eval(task, model="openai/demo", model_base_url=url, max_connections=c,
+                    max_samples=c, display="none", log_dir=tempfile.mkdtemp(), max_retries=0)
+last = time.time()
+assert logs[0].status == "success", logs[0].status
+print(json.dumps({"first": first, "last": last, "n": len(logs[0].samples or tasks)}))
+"""
+
+VERIFIERS = r"""
+import asyncio, difflib, json, sys, time
+url, tasks_file, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tasks = json.load(open(tasks_file))
+import verifiers as vf
+from datasets import Dataset
+from openai import AsyncOpenAI
+
+def similarity(completion, answer, **kwargs) -> float:
+    text = completion[-1]["content"] if isinstance(completion, list) else completion
+    return difflib.SequenceMatcher(None, text or "", answer, autojunk=False).ratio()
+
+dataset = Dataset.from_list([{"question": t["prompt"], "answer": t["answer"]} for t in tasks])
+env = vf.SingleTurnEnv(dataset=dataset, eval_dataset=dataset,
+                       rubric=vf.Rubric(funcs=[similarity]))
+client = AsyncOpenAI(base_url=url, api_key="x")
+first = time.time()
+results = env.evaluate(client=client, model="demo", num_examples=len(tasks),
+                       rollouts_per_example=1, max_concurrent=c)
+last = time.time()
+print(json.dumps({"first": first, "last": last, "n": len(tasks)}))
+"""
+
+PEERS: dict[str, tuple[str, str | None]] = {
+    "raw asyncio floor": (RAW_FLOOR, None),
+    "bare openai loop": (BARE_OPENAI, "openai"),
+    "inspect-ai": (INSPECT, "inspect-ai"),
+    "verifiers": (VERIFIERS, "verifiers"),
+}
 
 
 @dataclass
@@ -68,6 +175,17 @@ class Measure:
     startup_s: float
     wall_s: float
     episodes: int
+    turns: int
+
+
+@dataclass
+class Row:
+    name: str
+    c: int
+    m: Measure
+    floor: float
+    marginal_ms: float
+    per_turn_ms: float
 
 
 def run_child(args: list[str], *, env: dict[str, str] | None = None) -> tuple[str, float, float]:
@@ -81,32 +199,21 @@ def run_child(args: list[str], *, env: dict[str, str] | None = None) -> tuple[st
         text = out.read().decode(errors="replace")
         errors = err.read().decode(errors="replace")
     if proc.returncode != 0:
-        raise RuntimeError(f"{args[:4]} exited {proc.returncode}:\n{errors[-2000:]}")
+        raise RuntimeError(f"{args[:4]} exited {proc.returncode}:\n{errors[-3000:]}")
     return text, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def measure_proctor(url: str, n: int, c: int, workdir: Path) -> Measure:
-    tasks, rollouts = min(n, 1000), max(1, math.ceil(n / 1000))
-    name = f"bench-{n}-{c}-{time.monotonic_ns()}"
-    args = [
-        *PROCTOR,
-        "eval",
-        "reverse-text",
-        "-n",
-        str(tasks),
-        "-r",
-        str(rollouts),
-        "-c",
-        str(c),
-        "--no-push",
-        "--no-rich",
-        "-o",
-        str(workdir),
-        "--run.name",
-        name,
-        "--client.base-url",
-        url,
-    ]
+def measure_proctor(
+    url: str, env: str, n: int, c: int, workdir: Path, *, workers: int | None = None
+) -> Measure:
+    per_task = {"reverse-text": 1000, "tool-calc": 1000}.get(env, n)
+    tasks, rollouts = min(n, per_task), max(1, math.ceil(n / per_task))
+    name = f"bench-{env}-{n}-{c}-{time.monotonic_ns()}"
+    args = [*PROCTOR, "eval", env, "-n", str(tasks), "-r", str(rollouts), "-c", str(c),
+            "--no-push", "--no-rich", "-o", str(workdir), "--run.name", name,
+            "--client.base-url", url]  # fmt: skip
+    if workers is not None:
+        args += ["-w", str(workers)]
     spawned = time.time()
     _, cpu, rss = run_child(args)
     lines = (workdir / name / "traces.jsonl").read_text().splitlines()
@@ -116,74 +223,140 @@ def measure_proctor(url: str, n: int, c: int, workdir: Path) -> Measure:
     errors = sum(1 for r in records if r["error"])
     if errors:
         raise RuntimeError(f"{errors} episodes errored in the proctor run")
-    return Measure(cpu, rss, first - spawned, last - first, len(records))
+    turns = sum(r["num_turns"] for r in records)
+    return Measure(cpu, rss, first - spawned, last - first, len(records), turns)
 
 
-def measure_bare(url: str, n: int, c: int, transport: str) -> Measure:
+def ensure_venv(name: str) -> Path:
+    """bench/.venvs/<name> with the peer's packages from PyPI (made once, then reused)."""
+    venv = VENVS / name
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    if not marker.exists():
+        print(f"creating {venv} ({' '.join(PEER_PACKAGES[name])}) ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, *PEER_PACKAGES[name]], check=True)
+        marker.write_text("\n".join(PEER_PACKAGES[name]) + "\n")
+    return python
+
+
+def peer_version(name: str, python: Path) -> str:
+    package = {"inspect-ai": "inspect_ai"}.get(name, name)
+    out = subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip()
+
+
+def measure_peer(
+    script: str, python: Path, url: str, tasks_file: Path, n: int, c: int, workdir: Path
+) -> Measure:
+    tasks = json.loads(tasks_file.read_text())[:n]
+    subset = workdir / f"tasks-{n}.json"
+    subset.write_text(json.dumps(tasks))
+    env = {**os.environ, "OPENAI_API_KEY": "x", "INSPECT_LOG_DIR": str(workdir / "inspect")}
     spawned = time.time()
-    out, cpu, rss = run_child([sys.executable, "-c", BARE_LOOP, url, str(n), str(c), transport])
+    out, cpu, rss = run_child([str(python), "-c", script, url, str(subset), str(c)], env=env)
     result = json.loads(out.strip().splitlines()[-1])
     return Measure(
-        cpu, rss, result["first"] - spawned, result["last"] - result["first"], result["n"]
+        cpu, rss, result["first"] - spawned, result["last"] - result["first"], result["n"], n
     )
+
+
+def write_tasks(path: Path, n: int) -> None:
+    """The reverse-text prompts proctor runs (1,000 tasks x 2 rollouts for n = 2,000)."""
+    from proctor.envs import load_environment
+
+    tasks = load_environment("reverse-text").taskset.select(min(n, 1000))
+    rows = [{"prompt": t.prompt, "answer": t.answer} for t in tasks]
+    path.write_text(json.dumps((rows * math.ceil(n / len(rows)))[:n]))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--peer-concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--no-peers", action="store_true", help="proctor rows only")
     parser.add_argument("--base-url", help="use this endpoint instead of starting a demo model")
     parser.add_argument(
-        "--repeat", type=int, default=2, help="runs per row; the best of them is reported"
+        "--repeat", type=int, default=1, help="runs per row; the best of them is reported"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/engine_overhead.md")
     opts = parser.parse_args()
 
     demo: ManagedProcess | None = None
     tmp = Path(tempfile.mkdtemp(prefix="proctor-bench-"))
+    tasks_file = tmp / "tasks.json"
+    write_tasks(tasks_file, opts.rollouts)
     if opts.base_url:
         url = opts.base_url
     else:
         port = free_port()
         demo = ManagedProcess(
-            [
-                *PROCTOR,
-                "demo-model",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--latency-ms",
-                str(opts.latency_ms),
-            ],
+            [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port),
+             "--latency-ms", str(opts.latency_ms)],
             tmp / "demo-model.log",
-        ).start()
+        ).start()  # fmt: skip
         url = f"http://127.0.0.1:{port}/v1"
         wait_http(f"{url}/models", proc=demo.proc)
+    load_before = os.getloadavg()
+    n, small = opts.rollouts, 8  # the small run: enough jobs that every worker starts
+    rows: list[Row] = []
+    versions: dict[str, str] = {}
+
+    def add(name: str, c: int, fn: Callable[[int, int], Measure], base: Measure) -> Row:
+        m = best_of(fn, n, c, opts.repeat)
+        floor = math.ceil(n / c) * opts.latency_ms / 1000
+        marginal = (m.cpu_s - base.cpu_s) / max(1, m.episodes - base.episodes) * 1000
+        per_turn = (m.cpu_s - base.cpu_s) / max(1, m.turns - base.turns) * 1000
+        row = Row(name, c, m, floor, marginal, per_turn)
+        rows.append(row)
+        print(
+            f"{name} -c {c}: wall {m.wall_s:.2f}s ({m.wall_s / floor:.1f}x floor), "
+            f"{marginal:.2f} ms CPU/rollout, {per_turn:.2f} ms/turn, load "
+            f"{os.getloadavg()[0]:.1f}",
+            file=sys.stderr,
+        )
+        return row
+
     try:
-        systems = {
-            "proctor eval": lambda n, c: measure_proctor(url, n, c, tmp),
-            "bare openai (default transport)": lambda n, c: measure_bare(url, n, c, "default"),
-            "bare openai (aiohttp transport)": lambda n, c: measure_bare(url, n, c, "aiohttp"),
-        }
-        baselines = {name: best_of(fn, 1, 1, opts.repeat) for name, fn in systems.items()}
-        rows = []
-        for c in opts.concurrency:
-            floor = math.ceil(opts.rollouts / c) * opts.latency_ms / 1000
-            for name, fn in systems.items():
-                m = best_of(fn, opts.rollouts, c, opts.repeat)
-                marginal = (m.cpu_s - baselines[name].cpu_s) / max(1, m.episodes - 1) * 1000
-                rows.append((name, c, m, floor, marginal))
-                print(
-                    f"{name} -c {c}: wall {m.wall_s:.2f}s ({m.wall_s / floor:.1f}x floor), "
-                    f"{marginal:.2f} ms CPU/rollout",
-                    file=sys.stderr,
-                )
+        startup = best_of(
+            lambda k, c: measure_proctor(url, "reverse-text", k, c, tmp), 1, 1, max(3, opts.repeat)
+        )
+        for env, label, cs, workers in [
+            ("reverse-text", "proctor single-turn", opts.concurrency, None),
+            ("reverse-text", "proctor single-turn -w 1", [256], 1),
+            ("alphabet-sort", "proctor multi-turn", [256], None),
+            ("tool-calc", "proctor tool", [256], None),
+        ]:
+            for c in cs:
+
+                def fn(k: int, c: int, env: str = env, workers: int | None = workers) -> Measure:
+                    return measure_proctor(url, env, k, c, tmp, workers=workers)
+
+                base = best_of(fn, small, c, opts.repeat)
+                add(label, c, fn, base)
+        if not opts.no_peers:
+            for name, (script, venv) in PEERS.items():
+                python = ensure_venv(venv) if venv else Path(sys.executable)
+                versions[name] = peer_version(venv, python) if venv else ""
+                for c in opts.peer_concurrency:
+
+                    def peer(
+                        k: int, c: int, script: str = script, python: Path = python
+                    ) -> Measure:
+                        return measure_peer(script, python, url, tasks_file, k, c, tmp)
+
+                    add(name, c, peer, best_of(peer, small, c, opts.repeat))
     finally:
         if demo is not None:
             demo.stop()
-    report = render(rows, baselines, opts)
+    report = render(rows, startup, versions, opts, load_before)
     print(report)
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     opts.out.write_text(report)
@@ -199,36 +372,85 @@ def best_of(fn: Callable[[int, int], Measure], n: int, c: int, repeat: int) -> M
         startup_s=min(m.startup_s for m in runs),
         wall_s=min(m.wall_s for m in runs),
         episodes=runs[0].episodes,
+        turns=runs[0].turns,
     )
 
 
-def render(rows: list, baselines: dict[str, Measure], opts: argparse.Namespace) -> str:
+def render(
+    rows: list[Row],
+    startup: Measure,
+    versions: dict[str, str],
+    opts: argparse.Namespace,
+    load_before: tuple[float, float, float],
+) -> str:
+    def load(values: tuple[float, ...]) -> str:
+        return ", ".join(f"{x:.1f}" for x in values)
+
+    by_name = {(r.name, r.c): r for r in rows}
     lines = [
         "# Engine overhead",
         "",
         f"`{' '.join(['.venv/bin/python', 'bench/engine_overhead.py', *sys.argv[1:]])}` — "
-        f"best of {opts.repeat} runs per row; {opts.rollouts} single-turn rollouts "
-        f"(`reverse-text`), demo model at "
+        f"best of {opts.repeat} run(s) per row; {opts.rollouts} rollouts per row, demo model at "
         f"{opts.latency_ms:g} ms latency, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, load average after the "
-        f"run {', '.join(f'{x:.1f}' for x in os.getloadavg())} (other work shares the cores), "
-        f"niceness {os.nice(0)}.",
+        f"{os.cpu_count()} cores, Python {platform.python_version()}. Load average (1, 5, "
+        f"15 min) before the run {load(load_before)}, after it {load(os.getloadavg())}: other "
+        "work shares the cores, so absolute figures are noisy; compare within this run.",
         "",
-        "| system | -c | wall s | floor s | wall / floor | CPU ms / rollout | start-up s "
-        "| peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | -c | wall s | floor s | wall / floor | CPU ms / rollout | CPU ms / model turn "
+        "| start-up s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, c, m, floor, marginal in rows:
+    for r in rows:
+        version = f" {versions[r.name]}" if versions.get(r.name) else ""
         lines.append(
-            f"| {name} | {c} | {m.wall_s:.2f} | {floor:.2f} | {m.wall_s / floor:.1f}x | "
-            f"{marginal:.2f} | {m.startup_s:.2f} | {m.peak_rss_mb:.0f} |"
+            f"| {r.name}{version} | {r.c} | {r.m.wall_s:.2f} | {r.floor:.2f} | "
+            f"{r.m.wall_s / r.floor:.1f}x | {r.marginal_ms:.2f} | {r.per_turn_ms:.2f} | "
+            f"{r.m.startup_s:.2f} | {r.m.peak_rss_mb:.0f} |"
         )
-    lines += ["", "1-rollout baselines (subtracted for the marginal CPU):", ""]
-    for name, m in baselines.items():
+    lines += [
+        "",
+        f"Start-up of `proctor eval reverse-text` (one rollout, process spawn to the first chat "
+        f"request, best of {max(3, opts.repeat)}): {startup.startup_s:.2f} s.",
+        "",
+        "Ratios in this run:",
+        "",
+    ]
+    single = by_name.get(("proctor single-turn", 256))
+    for other, c in [
+        ("proctor multi-turn", 256),
+        ("proctor tool", 256),
+    ]:
+        row = by_name.get((other, c))
+        if single and row:
+            lines.append(
+                f"- {other}: {row.per_turn_ms / single.per_turn_ms:.2f}x the single-turn CPU "
+                f"per model turn ({row.per_turn_ms:.2f} vs {single.per_turn_ms:.2f} ms, -c {c})"
+            )
+    one = by_name.get(("proctor single-turn -w 1", 256))
+    if single and one:
         lines.append(
-            f"- {name}: {m.cpu_s * 1000:.0f} ms CPU, start-up {m.startup_s:.2f} s, "
-            f"peak RSS {m.peak_rss_mb:.0f} MB"
+            f"- workers: -c 256 wall {single.m.wall_s:.2f} s with the default workers against "
+            f"{one.m.wall_s:.2f} s in one process ({one.m.wall_s / single.m.wall_s:.2f}x)"
         )
+    for c in opts.peer_concurrency:
+        ours = by_name.get(("proctor single-turn", c))
+        if not ours:
+            continue
+        for name in PEERS:
+            peer = by_name.get((name, c))
+            if peer:
+                lines.append(
+                    f"- -c {c}: {name} wall {peer.m.wall_s / ours.m.wall_s:.2f}x proctor's, "
+                    f"CPU per rollout {peer.marginal_ms / ours.marginal_ms:.2f}x proctor's"
+                )
+    lines += [
+        "",
+        "Wall: proctor and the loops from their first request to their last answer; inspect-ai "
+        "and verifiers from the call of their eval function to its return. CPU per rollout: "
+        "marginal, the whole process tree (workers included) minus an 8-rollout run of the "
+        "same kind, divided by the extra rollouts; per model turn likewise by the extra turns.",
+    ]
     return "\n".join(lines) + "\n"
 
 
