@@ -29,6 +29,7 @@ from proctor.errors import (
     SandboxError,
     SandboxUnavailable,
     ToolCallError,
+    WorkerError,
 )
 
 # typing.TYPE_CHECKING without importing typing, which would be most of `import proctor`'s cost
@@ -95,6 +96,7 @@ __all__ = [
     "Tool",
     "ToolCallError",
     "ToolEnv",
+    "WorkerError",
     "__version__",
     "list_environments",
     "load_environment",

@@ -9,6 +9,7 @@
      ├── JudgeError             a judge model's reply held no score (recorded on an episode)
      ├── ToolCallError          a tool call failed; the message is what the model is told
      ├── SandboxError           a sandbox backend refused a request or could not be reached
+     ├── WorkerError            the eval's worker processes could not start or kept dying
      ├── PlatformError          the platform refused or could not be reached (client side)
      │    ├── AttachError           --run.attach could not attach to the named evaluation
      │    ├── PlatformUnreachable   no HTTP answer came back (connection failed or timed out)
@@ -76,6 +77,10 @@ class ToolCallError(ProctorError):
 
 class SandboxError(ProctorError):
     """A sandbox backend (e.g. a Ray cluster) refused a request or could not be reached."""
+
+
+class WorkerError(ProctorError):
+    """The eval's worker processes failed: one could not load its environment, or kept dying."""
 
 
 class PlatformError(ProctorError):

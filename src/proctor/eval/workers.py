@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import ProctorError
+from proctor.errors import WorkerError
 
 if TYPE_CHECKING:
     from proctor.eval.config import EvalConfig
@@ -54,10 +54,6 @@ WORKER_COMMAND = (sys.executable, "-c", "from proctor.eval.workers import main; 
 
 PREFETCH = 2
 """Jobs a worker holds per rollout slot: one running, one queued, so it never waits on us."""
-
-
-class WorkerError(ProctorError):
-    """The worker processes failed (could not start, or kept dying)."""
 
 
 def cores_available() -> int:
