@@ -51,8 +51,8 @@ class EvalConfig(BaseModel):
     max_concurrent: int = Field(default=128, ge=1)
     """Episodes kept in flight at once."""
     workers: int | None = Field(default=None, ge=1)
-    """Worker processes running the rollouts, each with its own event loop (default: one per
-    core available, at most one per 32 episodes in flight; 1: all in this process)."""
+    """Worker processes running the rollouts, each with its own event loop; 1 keeps them all
+    in this process (default: one per core, at most one per 32 in flight)."""
     model: str = "demo"
     """Model name sent to the endpoint."""
     output_dir: str = "outputs"
