@@ -138,7 +138,9 @@ def test_put_status_completed_or_unknown_is_refused_with_422(api: Api) -> None:
         assert response.json()["error"]["code"] == "invalid_status"
     assert (
         "finalize"
-        in api.put(f"/evaluations/{evaluation_id}", json={"status": "COMPLETED"}).json()["detail"]
+        in api.put(f"/evaluations/{evaluation_id}", json={"status": "COMPLETED"}).json()["error"][
+            "message"
+        ]
     )
     assert api.get(f"/evaluations/{evaluation_id}").json()["status"] == "RUNNING"
 

@@ -15,7 +15,7 @@ import shlex
 import sys
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from proctor.errors import ConfigError
 
@@ -55,17 +55,21 @@ class HostedEvalConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
-    num_examples: int = Field(default=5, ge=-1)
+    # Bounded so that num_examples x rollouts_per_example, the expected sample count, always
+    # fits the server's 32-bit column (1e6 x 2e3 < 2**31).
+    num_examples: StrictInt = Field(
+        default=5, ge=-1, le=1_000_000, json_schema_extra={"not": {"const": 0}}
+    )
     """Tasks to evaluate; -1 means the whole taskset."""
-    rollouts_per_example: int = Field(default=3, ge=1)
+    rollouts_per_example: StrictInt = Field(default=3, ge=1, le=2_000)
     """Rollouts per task."""
     timeout_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the sandbox; past it the launcher kills it (TIMEOUT)."""
     sampling_args: dict[str, Any] = Field(default_factory=dict)
     """Sampling parameters (`temperature`, `max_tokens`, ...)."""
-    max_concurrent: int | None = Field(default=None, ge=1)
+    max_concurrent: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
     """Rollouts kept in flight at once."""
-    max_retries: int | None = Field(default=None, ge=0)
+    max_retries: StrictInt | None = Field(default=None, ge=0, le=1_000)
     """Retries of a failed model request."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader."""
@@ -75,7 +79,15 @@ class HostedEvalConfig(BaseModel):
     """Name of the environment variable that holds the model's API key in the sandbox."""
     headers: list[str] | dict[str, str] | None = None
     """Extra HTTP headers for the model endpoint (`"Name: Value"` strings or a mapping)."""
-    custom_secrets: dict[str, str] = Field(default_factory=dict)
+    custom_secrets: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra={
+            "propertyNames": {
+                "pattern": f"^{_ENV_NAME.pattern}$",
+                "not": {"enum": list[Any](sorted(RESERVED_ENV))},
+            }
+        },
+    )
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
 
     @field_validator("custom_secrets")

@@ -10,14 +10,16 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from proctor import __version__
+from proctor.server.boundary import check_url
 from proctor.server.db.session import Database, make_session_factory
-from proctor.server.error_handlers import install_error_handlers
+from proctor.server.error_handlers import ServerErrors, install_error_handlers
 from proctor.server.hosted.lifecycle import start_launcher, stop_launcher
 from proctor.server.limits import BodySizeLimit
+from proctor.server.openapi import install_openapi
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
 
@@ -73,11 +75,15 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
         # serves the schema itself at /openapi.json.
         docs_url=None,
         redoc_url=None,
+        # The input boundary for every route, including those added later.
+        dependencies=[Depends(check_url)],
     )
     app.state.settings = settings
     app.state.db = db
     install_error_handlers(app)
+    install_openapi(app, api_prefix=API_PREFIX)
     app.add_middleware(BodySizeLimit, settings=settings)
+    app.add_middleware(ServerErrors)  # outermost: catches what everything inside it raises
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -28,9 +28,12 @@ async def raw_body(request: Request, settings: SettingsDep) -> bytes:
 
 
 def validate(model: type[ModelT], value: Any) -> ModelT:
-    """Validate a parsed body, turning failures into FastAPI's 422 validation error."""
+    """Validate a parsed body, turning failures into FastAPI's 422 validation error.
+
+    Strict: JSON says what it is, so `0` is no boolean and `"1"` no integer, as the schema says.
+    """
     try:
-        return model.model_validate(value)
+        return model.model_validate(value, strict=True)
     except ValidationError as e:
         errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors()]
         raise RequestValidationError(errors) from None
@@ -49,7 +52,7 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+def body_schema(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
     """`openapi_extra` declaring `model` as the JSON request body of a route.
 
     Nested models are inlined: `openapi_extra` cannot add them to the document's
@@ -60,7 +63,7 @@ def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     defs = schema.pop("$defs", {})
     return {
         "requestBody": {
-            "required": True,
+            "required": required,
             "content": {"application/json": {"schema": _inline_refs(schema, defs)}},
         }
     }

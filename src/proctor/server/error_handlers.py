@@ -1,18 +1,36 @@
-"""Exception handlers that answer every error, expected or not, with the JSON envelope."""
+"""Every error, expected or not, answered with the JSON envelope; request ids for the log.
+
+Unexpected exceptions are caught by `ServerErrors`, a middleware inside Starlette's own
+`ServerErrorMiddleware`. Starlette's handler for `Exception` answers and then re-raises, so
+uvicorn logged the error a second time and closed the connection, and the client's next
+request on that keep-alive connection was reset. `ServerErrors` answers the 500 itself and
+does not re-raise: the connection stays usable and the error is logged once, with the id the
+response carries in `X-Request-ID`.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from proctor.server.errors import ServerError, error_body
+from proctor.server.errors import InvalidInput, ServerError, error_body
+from proctor.server.request_body import undecodable_message
 
 logger = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER = "x-request-id"
+# A client's own id is kept when it is short and plain (it ends up in log lines).
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
 def _http_code(status: int) -> str:
@@ -37,8 +55,81 @@ def _describe_validation(errors: list[Any]) -> str:
     return f"Invalid value for {where}: {first.get('msg', 'invalid')}; fix it and send again."
 
 
+def invalid_body(code: str, message: str, loc: tuple[str | int, ...] = ()) -> dict[str, Any]:
+    """The 422 envelope: `detail` is always a list of `{loc, msg, type}`, as FastAPI's."""
+    return error_body(code, message, [{"loc": list(loc), "msg": message, "type": code}])
+
+
+def request_id(request: Request) -> str:
+    """The id of this request (set by `ServerErrors`; also in the `X-Request-ID` header)."""
+    return str(request.scope.get("state", {}).get("request_id", "-"))
+
+
+class ServerErrors:
+    """ASGI middleware: a request id for every request, and a 500 envelope for any crash."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _incoming_request_id(scope) or uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            # Once: the traceback for the operator, the request id to find it by.
+            logger.error(
+                "request %s failed: %s %s",
+                rid,
+                scope.get("method"),
+                scope.get("path"),
+                exc_info=exc,
+            )
+            if started:  # a body was on its way (a stream, or a background task): nothing to add
+                return
+            message = (
+                f"The server failed on this request (request id {rid}); its log has the cause."
+            )
+            body = json.dumps(error_body("internal_error", message)).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send_with_id({"type": "http.response.start", "status": 500, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+
+def _incoming_request_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == REQUEST_ID_HEADER.encode():
+            text = value.decode("latin-1")
+            return text if _CLIENT_REQUEST_ID.fullmatch(text) else None
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Register handlers so that every error, expected or not, answers the JSON envelope."""
+    """Register handlers so that every error answers the JSON envelope.
+
+    Call `app.add_middleware(ServerErrors)` last (outermost) as well, for unexpected errors.
+    """
+
+    @app.exception_handler(InvalidInput)
+    async def _invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+        return JSONResponse(invalid_body(exc.code, exc.message, exc.loc), status_code=422)
 
     @app.exception_handler(ServerError)
     async def _server_error(_: Request, exc: ServerError) -> JSONResponse:
@@ -53,26 +144,34 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_input", message, errors), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+            # FastAPI could not decode a JSON body, e.g. an integer literal past Python's
+            # 4300-digit limit: the same 422 as any other undecodable body.
+            message = undecodable_message(exc.__cause__)
+            return JSONResponse(invalid_body("invalid_json", message, ("body",)), status_code=422)
         if exc.status_code == 404:
             message = "No such route; see /openapi.json for the API."
         elif exc.status_code == 405:
             message = "This method is not allowed on this route; see /openapi.json."
         else:
             message = str(exc.detail)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return JSONResponse(
             error_body(_http_code(exc.status_code), message),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers,
         )
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # Log the traceback for the operator; the client gets the envelope, never the trace.
-        logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return JSONResponse(
-            error_body(
-                "internal_error", "The server failed on this request; its log has the cause."
-            ),
-            status_code=500,
-        )
+
+def _allowed_methods(request: Request) -> list[str]:
+    # Starlette's `Allow` names the methods of the first route on the path only; one path is
+    # often served by several routes (GET and POST `/evaluations/`).
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)

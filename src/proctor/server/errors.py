@@ -76,10 +76,16 @@ class PayloadTooLarge(ServerError):
 
 
 class InvalidInput(ServerError):
-    """The body parsed but a field has a wrong type or value."""
+    """The body parsed but a field has a wrong type or value; `loc` says where, if known."""
 
     status_code = 422
     code = "invalid_input"
+
+    def __init__(
+        self, message: str, *, code: str | None = None, loc: tuple[str | int, ...] = ()
+    ) -> None:
+        super().__init__(message, code=code)
+        self.loc = loc
 
 
 class LoginRequired(ServerError):

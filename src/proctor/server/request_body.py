@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +75,17 @@ def _skip_ws(text: str, pos: int) -> int:
 
 
 def _invalid(message: str) -> InvalidInput:
-    return InvalidInput(message, code="invalid_json")
+    return InvalidInput(message, code="invalid_json", loc=("body",))
+
+
+def undecodable_message(error: ValueError) -> str:
+    """The sentence for a body the JSON decoder refused with `error`."""
+    if "digits" in str(error):
+        return (
+            f"The body has an integer literal longer than {sys.get_int_max_str_digits()} digits; "
+            "send a smaller number, or the number as a string."
+        )
+    return f"The body is not valid JSON ({error}); send a JSON object."
 
 
 def _decode_value(text: str, pos: int) -> tuple[Any, int]:
@@ -87,6 +98,8 @@ def _decode_value(text: str, pos: int) -> tuple[Any, int]:
         ) from None
     except (json.JSONDecodeError, RecursionError) as e:
         raise _invalid(f"The body is not valid JSON ({e}); send a JSON object.") from None
+    except ValueError as e:  # an integer literal past Python's digit limit
+        raise _invalid(undecodable_message(e)) from None
 
 
 def _scan_array(text: str, pos: int) -> tuple[list[Any], list[str], int]:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from proctor.server.boundary import guard_engine
 from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -59,8 +60,10 @@ def create_db_engine(url: str, *, immediate: bool = False) -> Engine:
             max_overflow=32,
         )
         _configure_sqlite(engine, begin="BEGIN IMMEDIATE" if immediate else "BEGIN")
-        return engine
-    return create_engine(url, pool_size=10, max_overflow=30, pool_pre_ping=True)
+    else:
+        engine = create_engine(url, pool_size=10, max_overflow=30, pool_pre_ping=True)
+    guard_engine(engine)  # values the columns cannot hold answer 422 on every backend
+    return engine
 
 
 class Database:

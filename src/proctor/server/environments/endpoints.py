@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.deps import ReadSession, WriteSession
 from proctor.server.environments import service
 from proctor.server.environments.schemas import EnvironmentResponse, LookupRequest, ResolveRequest
+from proctor.server.openapi import errors
 
 router = APIRouter(prefix="/environmentshub", tags=["environments"])
 
@@ -21,7 +24,7 @@ def resolve(
     return EnvironmentResponse(data=service.to_out(env))
 
 
-@router.post("/lookup", response_model=EnvironmentResponse)
+@router.post("/lookup", response_model=EnvironmentResponse, responses=errors(404))
 def lookup(
     body: LookupRequest, principal: CurrentPrincipal, session: ReadSession
 ) -> EnvironmentResponse:
@@ -31,7 +34,10 @@ def lookup(
 
 @router.get("/{owner}/{name}/@latest", response_model=EnvironmentResponse)
 def latest(
-    owner: str, name: str, principal: CurrentPrincipal, session: ReadSession
+    owner: Annotated[str, Path(max_length=200)],
+    name: Annotated[str, Path(max_length=200)],
+    principal: CurrentPrincipal,
+    session: ReadSession,
 ) -> EnvironmentResponse:
     """An environment by `owner/name`, with its latest version."""
     return EnvironmentResponse(data=service.to_out(service.latest(session, principal, owner, name)))

@@ -34,7 +34,7 @@ def resolve(session: Session, principal: Principal, name: str, team_id: str | No
     principal.require_unscoped()
     team = check_team(session, principal, team_id)
     owner, _, bare = name.rpartition("/")
-    bare = bare.strip()
+    bare = bare.strip(" \t\n\r\f\v")  # the blanks `NAME_PATTERN` names
     if not bare:
         raise InvalidInput("The environment name is empty; send a name such as 'alphabet-sort'.")
     if not owner:

@@ -13,6 +13,7 @@ from fastapi import APIRouter, BackgroundTasks, Query, Response
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
+from proctor.server.boundary import page_max
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
 from proctor.server.evaluations import render, samples, service, stats
 from proctor.server.evaluations.schemas import (
@@ -29,6 +30,7 @@ from proctor.server.evaluations.schemas import (
     SamplesPage,
     UpdateEvaluation,
 )
+from proctor.server.openapi import errors
 from proctor.server.request_body import parse_json_object
 
 router = APIRouter(prefix="/evaluations", tags=["evaluations"])
@@ -143,7 +145,8 @@ def get_evaluation(
 @router.put(
     "/{evaluation_id}",
     response_model=EvaluationRecord,
-    openapi_extra=body_schema(UpdateEvaluation),
+    responses=errors(409),
+    openapi_extra=body_schema(UpdateEvaluation, required=False),
 )
 def update_evaluation(
     evaluation_id: str,
@@ -183,6 +186,7 @@ router.add_api_route(
     append_samples,
     methods=["POST"],
     response_model=SamplesAppended,
+    responses=errors(409),
     openapi_extra=body_schema(SamplesBody),
 )
 router.add_api_route(
@@ -199,7 +203,7 @@ def list_samples(
     evaluation_id: str,
     principal: CurrentPrincipal,
     session: ReadSession,
-    page: Annotated[int, Query(ge=1, le=100_000_000)] = 1,
+    page: Annotated[int, Query(ge=1, le=page_max(samples.PAGE_LIMIT_MAX))] = 1,
     limit: Annotated[int, Query(ge=1, le=samples.PAGE_LIMIT_MAX)] = 100,
 ) -> Response:
     """One page of samples, each exactly as it was sent."""
@@ -210,7 +214,8 @@ def list_samples(
 @router.post(
     "/{evaluation_id}/finalize",
     response_model=Finalized,
-    openapi_extra=body_schema(FinalizeEvaluation),
+    responses=errors(409),
+    openapi_extra=body_schema(FinalizeEvaluation, required=False),
 )
 def finalize_evaluation(
     evaluation_id: str,

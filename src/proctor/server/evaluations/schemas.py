@@ -10,21 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.contract import Status
+from proctor.server.boundary import NoNul
 
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("text may not contain NUL characters")
-    return value
-
-
-Name = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_no_nul)]
-Short = Annotated[str, Field(max_length=200), AfterValidator(_no_nul)]
-Long = Annotated[str, Field(max_length=512), AfterValidator(_no_nul)]
-Body = Annotated[str, Field(max_length=1_000_000), AfterValidator(_no_nul)]
+# The column each is stored in holds these lengths (see db/models.py).
+Name = Annotated[str, Field(min_length=1, max_length=512), NoNul]
+Short = Annotated[str, Field(max_length=200), NoNul]
+Long = Annotated[str, Field(max_length=512), NoNul]
+Body = Annotated[str, Field(max_length=1_000_000), NoNul]
+# Only these may be set with PUT; the service explains the others (COMPLETED: finalize).
+SettableStatus = Annotated[str, Field(json_schema_extra={"enum": ["FAILED", "CANCELLED"]})]
 
 
 class _Strict(BaseModel):
@@ -59,8 +56,26 @@ class CreateEvaluation(_Strict):
     is_public: bool | None = None
 
 
+def _not_null(*names: str) -> Any:
+    """`json_schema_extra` publishing these optional fields as present-or-absent, never null."""
+
+    def edit(schema: dict[str, Any]) -> None:
+        for name in names:
+            prop = schema["properties"][name]
+            kept = [s for s in prop.pop("anyOf", []) if s.get("type") != "null"]
+            prop.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+            prop.pop("default", None)
+
+    return edit
+
+
 class UpdateEvaluation(_Strict):
     """Body of `PUT /evaluations/{id}`; absent fields stay unchanged."""
+
+    # The service refuses a null name or status (it could not mean "unchanged").
+    model_config = ConfigDict(
+        extra="ignore", allow_inf_nan=False, json_schema_extra=_not_null("name", "status")
+    )
 
     name: Name | None = None
     description: Body | None = None
@@ -71,7 +86,7 @@ class UpdateEvaluation(_Strict):
     task_type: Short | None = None
     metadata: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None
-    status: str | None = None
+    status: SettableStatus | None = None
     error_message: Body | None = None
 
 

@@ -13,11 +13,12 @@ from proctor.server.hosted.schemas import (
     CreateHostedEvaluation,
     HostedLogs,
 )
+from proctor.server.openapi import errors
 
 router = APIRouter(prefix="/hosted-evaluations", tags=["hosted"])
 
 
-@router.post("", response_model=CreatedHostedEvaluations)
+@router.post("", response_model=CreatedHostedEvaluations, responses=errors(404))
 def create(
     body: CreateHostedEvaluation,
     principal: CurrentPrincipal,
@@ -40,7 +41,9 @@ def logs(
     return HostedLogs(logs=service.read_logs(session, principal, evaluation_id, request.app))
 
 
-@router.patch("/{evaluation_id}/cancel", response_model=CancelledHostedEvaluation)
+@router.patch(
+    "/{evaluation_id}/cancel", response_model=CancelledHostedEvaluation, responses=errors(409)
+)
 def cancel(
     evaluation_id: str, principal: CurrentPrincipal, session: WriteSession
 ) -> CancelledHostedEvaluation:

@@ -4,29 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.hosted.command import HostedEvalConfig
+from proctor.server.boundary import NoNul
+from proctor.server.environments.schemas import NAME_PATTERN
 
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("text may not contain NUL characters")
-    return value
-
-
-# The expected sample count is stored in a 32-bit integer column (PostgreSQL's INTEGER).
-_MAX_SAMPLES = 2**31 - 1
-
-EnvironmentRef = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
-ModelName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
-EvaluationName = Annotated[str, Field(min_length=1, max_length=400), AfterValidator(_no_nul)]
+# A hub id, or a name resolved like `/environmentshub/resolve` does.
+EnvironmentRef = Annotated[str, Field(min_length=1, max_length=401, pattern=NAME_PATTERN), NoNul]
+ModelName = Annotated[str, Field(min_length=1, max_length=400), NoNul]
+EvaluationName = Annotated[str, Field(min_length=1, max_length=400), NoNul]
+TeamId = Annotated[str, Field(max_length=200), NoNul]
 
 
 class CreateHostedEvaluation(BaseModel):
     """Body of `POST /hosted-evaluations`."""
 
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False, strict=True)
 
     environment_ids: list[EnvironmentRef] = Field(min_length=1, max_length=100)
     """Environment hub ids (or names, resolved like `/environmentshub/resolve`); one each."""
@@ -36,7 +30,7 @@ class CreateHostedEvaluation(BaseModel):
     """How to run it (examples, rollouts, timeout, sampling, endpoint, secrets)."""
     name: EvaluationName | None = None
     """Name of the evaluation (default: derived from environment and model)."""
-    team_id: Annotated[str, Field(max_length=200), AfterValidator(_no_nul)] | None = None
+    team_id: TeamId | None = None
     """Team that owns the evaluations; empty means personal."""
 
     @field_validator("eval_config")
@@ -44,10 +38,6 @@ class CreateHostedEvaluation(BaseModel):
     def _bounded(cls, value: HostedEvalConfig) -> HostedEvalConfig:
         if value.num_examples == 0:
             raise ValueError("num_examples must be at least 1, or -1 for the whole taskset")
-        if (value.expected_samples or 0) > _MAX_SAMPLES:
-            raise ValueError(
-                f"num_examples x rollouts_per_example must be at most {_MAX_SAMPLES}; ask for fewer"
-            )
         if "\\u0000" in value.model_dump_json():
             raise ValueError("eval_config may not contain NUL characters")
         return value

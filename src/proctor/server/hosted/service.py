@@ -25,7 +25,7 @@ from proctor.server.db.base import utcnow
 from proctor.server.db.models import Environment, HostedEvaluation
 from proctor.server.environments import repository as environments
 from proctor.server.environments import service as environment_service
-from proctor.server.errors import BadRequest, Conflict, InvalidInput
+from proctor.server.errors import BadRequest, Conflict, InvalidInput, NotVisible
 from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
 from proctor.server.hosted import repository
@@ -137,7 +137,7 @@ def create_hosted(
 def _hosted(session: Session, evaluation_id: str) -> HostedEvaluation:
     hosted = session.get(HostedEvaluation, evaluation_id)
     if hosted is None:
-        raise BadRequest(
+        raise NotVisible(
             f"Evaluation {evaluation_id!r} is not a hosted evaluation, so it has no sandbox; "
             "use /evaluations/{id} for its record.",
             code="not_hosted",

@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from proctor.server.auth.schemas import Principal
+from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
 from proctor.server.deps import ReadSession, SettingsDep
 from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
 from proctor.server.web import session as web_session
@@ -140,11 +141,14 @@ def _integer(name: str, value: str | None) -> int | None:
     if not text:
         return None
     try:
-        return int(text)
+        number = int(text)
     except ValueError:
+        number = None
+    if number is None or not INT64_MIN <= number <= INT64_MAX:  # what the columns hold
         raise BadRequest(
-            f"Query parameter {name!r} must be an integer, not {value!r}; fix the URL."
-        ) from None
+            f"Query parameter {name!r} must be an integer (64-bit), not {value!r}; fix the URL."
+        )
+    return number
 
 
 def _threshold(value: str | None) -> float:
@@ -160,8 +164,9 @@ def _threshold(value: str | None) -> float:
     return number
 
 
-Page = Annotated[int, Query(ge=1, le=10_000_000)]
-Limit = Annotated[int, Query(ge=1, le=500)]
+LIMIT_MAX = 500
+Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX)]
+Page = Annotated[int, Query(ge=1, le=page_max(LIMIT_MAX))]
 
 
 @router.get("/static/{name}")
