@@ -13,9 +13,9 @@ import logging
 import re
 import shlex
 import sys
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from proctor.errors import ConfigError
 
@@ -50,6 +50,17 @@ _SAMPLING_FLAGS = {
 }
 
 
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number; send an integer")
+    return value
+
+
+# An integer as JSON Schema has it: `5` or `5.0`, never `true`. (Bounds go before it in
+# `Annotated`, or pydantic publishes them as `ge`/`le` instead of `minimum`/`maximum`.)
+NotBool = BeforeValidator(_not_a_boolean)
+
+
 class HostedEvalConfig(BaseModel):
     """The `eval_config` of a hosted evaluation, as public clients send it."""
 
@@ -57,19 +68,19 @@ class HostedEvalConfig(BaseModel):
 
     # Bounded so that num_examples x rollouts_per_example, the expected sample count, always
     # fits the server's 32-bit column (1e6 x 2e3 < 2**31).
-    num_examples: StrictInt = Field(
+    num_examples: Annotated[int, NotBool] = Field(
         default=5, ge=-1, le=1_000_000, json_schema_extra={"not": {"const": 0}}
     )
     """Tasks to evaluate; -1 means the whole taskset."""
-    rollouts_per_example: StrictInt = Field(default=3, ge=1, le=2_000)
+    rollouts_per_example: Annotated[int, NotBool] = Field(default=3, ge=1, le=2_000)
     """Rollouts per task."""
     timeout_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the sandbox; past it the launcher kills it (TIMEOUT)."""
     sampling_args: dict[str, Any] = Field(default_factory=dict)
     """Sampling parameters (`temperature`, `max_tokens`, ...)."""
-    max_concurrent: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+    max_concurrent: Annotated[int, Field(ge=1, le=1_000_000), NotBool] | None = None
     """Rollouts kept in flight at once."""
-    max_retries: StrictInt | None = Field(default=None, ge=0, le=1_000)
+    max_retries: Annotated[int, Field(ge=0, le=1_000), NotBool] | None = None
     """Retries of a failed model request."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader."""

@@ -108,7 +108,7 @@ router.add_api_route(
 )
 
 
-@router.get("/compare", response_model=Comparison)
+@router.get("/compare", response_model=Comparison, responses=errors(400))
 def compare_evaluations(
     principal: CurrentPrincipal,
     session: ReadSession,
