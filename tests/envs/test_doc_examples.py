@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+import subprocess
 import types
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from proctor.envs import Judge
+from proctor.models import ClientConfig, OpenAIChatClient, SamplingConfig
 from tests.envs.chat import ScriptedClient
+from tests.procs import PROCTOR
 from tests.test_docs import code_block
 
 ENV_DOC = Path(__file__).resolve().parents[2] / "docs" / "environments.md"
@@ -50,3 +58,46 @@ async def test_the_math_example_accepts_any_notation_of_the_answer() -> None:
     ]:
         episode = await env.rollout(task, ScriptedClient([reply]), episode_id="u", rollout_number=1)
         assert episode.ok and episode.reward == expected, reply
+
+
+@pytest.mark.e2e
+async def test_the_judge_example_is_graded_by_the_demo_judge(demo_model: str) -> None:
+    example = doc_module('"""capitals:')
+    env = example.load_environment()
+    env.judge = Judge(
+        OpenAIChatClient(
+            model="demo", client=ClientConfig(base_url=demo_model), sampling=SamplingConfig()
+        )
+    )
+    task = env.taskset.select()[0]
+    try:
+        right, wrong = [
+            await env.rollout(task, ScriptedClient([reply]), episode_id="j", rollout_number=1)
+            for reply in ["It is Paris.", "It is Lyon."]
+        ]
+    finally:
+        await env.judge.aclose()
+    assert (right.reward, wrong.reward) == (1.0, 0.0)
+    assert right.trajectory[0]["type"] == "judge"
+
+
+@pytest.mark.e2e
+def test_the_dataset_example_runs_as_documented(demo_model: str, tmp_path: Path) -> None:
+    text = ENV_DOC.read_text()
+    (tmp_path / "questions.jsonl").write_text(code_block(text, "jsonl", "worksheet"))
+    command = next(
+        line
+        for line in code_block(text, "bash", "proctor eval dataset").splitlines()
+        if line.startswith("proctor eval dataset")
+    )
+    argv = shlex.split(command)[2:]
+    ran = subprocess.run(
+        [*PROCTOR, "eval", *argv, "--no-rich", "--run.dir", "mine",
+         "--client.base-url", demo_model],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    records = [json.loads(line) for line in (tmp_path / "outputs/mine/traces.jsonl").open()]
+    assert len(records) == 2 and all(r["ok"] for r in records)
+    assert records[1]["task"]["answer"] == "\\frac{3}{4}"
+    assert records[0]["task"]["info"] == {"source": "worksheet 3"}

@@ -31,7 +31,7 @@ Reply = tuple[Message, str]
 GENERIC_REPLY = (
     "Hello! I am the proctor demo model, a scripted stand-in for a real model. I can only "
     "do the built-in environments' tasks (alphabet-sort, reverse-text, arithmetic, tool-calc, "
-    "humaneval, math)."
+    "humaneval, math), and grade with the default judge prompt."
 )
 
 
@@ -226,6 +226,32 @@ def _math(prompt: str, rng: random.Random) -> Reply | None:
     return _say(f"Working through it, the answer is $\\boxed{{{answer}}}$.")
 
 
+# --- judge ---------------------------------------------------------------------------------
+
+_JUDGE = re.compile(
+    r"\[Question\]\n(?P<question>.*?)\n\n\[Reference answer\]\n(?P<answer>.*?)\n\n"
+    r"\[Response\]\n(?P<response>.*)\n\nDoes the response give the reference answer\?",
+    re.DOTALL,
+)
+_TOKEN = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
+
+
+def _contains_tokens(text: str, part: str) -> bool:
+    words, wanted = _TOKEN.findall(text.lower()), _TOKEN.findall(part.lower())
+    n = len(wanted)
+    return n > 0 and any(words[i : i + n] == wanted for i in range(len(words) - n + 1))
+
+
+def _judge(prompt: str) -> Reply | None:
+    """Grades like a strict, literal judge: correct when the reply states the reference."""
+    found = _JUDGE.search(prompt)
+    if found is None:
+        return None
+    if _contains_tokens(found["response"], found["answer"]):
+        return _say("The response states the reference answer.\nGRADE: C")
+    return _say("The response does not give the reference answer.\nGRADE: I")
+
+
 # --- dispatch ------------------------------------------------------------------------------
 
 
@@ -246,6 +272,8 @@ def respond(
         reply = _alphabet_sort(users, rng)
     elif f"<{reverse_text.TAG}>" in prompt:
         reply = _reverse_text(prompt, rng)
+    elif "[Reference answer]" in prompt and "GRADE: C" in prompt:
+        reply = _judge(prompt)
     elif prompt.endswith(math_problems.INSTRUCTION):
         reply = _math(prompt, rng)
     elif prompt.startswith(humaneval.INSTRUCTION):

@@ -13,6 +13,7 @@ point. `Sandbox` runs model-written code isolated (bubblewrap).
 from proctor.envs._code import CodeEnv
 from proctor.envs._environment import Environment, EnvironmentInfo, SingleTurnEnv
 from proctor.envs._episode import Episode
+from proctor.envs._judge import Judge, JudgeReply, judge_reward, parse_grade
 from proctor.envs._math import math_answer, verify_math
 from proctor.envs._multiturn import MultiTurnEnv, ScriptedUser
 from proctor.envs._registry import list_environments, load_environment
@@ -34,6 +35,8 @@ __all__ = [
     "EnvironmentInfo",
     "Episode",
     "ExecutionResult",
+    "Judge",
+    "JudgeReply",
     "MultiTurnEnv",
     "Sandbox",
     "SandboxLimits",
@@ -47,11 +50,13 @@ __all__ = [
     "ToolEnv",
     "extract_code",
     "extract_tag",
+    "judge_reward",
     "last_response",
     "list_environments",
     "load_environment",
     "math_answer",
     "metric",
+    "parse_grade",
     "reward",
     "verify_math",
 ]

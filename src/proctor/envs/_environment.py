@@ -12,13 +12,16 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.envs._episode import COMPLETED, ENV_ERROR, MODEL_ERROR, Episode
 from proctor.envs._scoring import ScoreCallable, ScoreFunction, as_score_function, score_episode
 from proctor.envs._task import Task, Taskset
 from proctor.errors import ModelError
 from proctor.models.types import ChatClient
+
+if TYPE_CHECKING:
+    from proctor.envs._judge import Judge
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +74,14 @@ class Environment:
             raise ValueError(f"environment {name} has two scoring functions of the same name")
         self.system_prompt = system_prompt
         self.description = description
+        self.judge: Judge | None = None
+        """The judge model handed to scoring functions that name a `judge` argument;
+        `proctor eval` sets it from `--judge.*` when `wants_judge`."""
+
+    @property
+    def wants_judge(self) -> bool:
+        """Some scoring function asks for the judge model."""
+        return any("judge" in fn.wants for fn in self.rubric)
 
     def info(self) -> EnvironmentInfo:
         """Name, description and size of this environment."""
@@ -121,7 +132,13 @@ class Environment:
             episode.stop_condition = ENV_ERROR
         t1 = time.perf_counter()
         if episode.error is None:
-            await score_episode(self.rubric, episode, task, num_prompt_messages=num_prompt_messages)
+            await score_episode(
+                self.rubric,
+                episode,
+                task,
+                num_prompt_messages=num_prompt_messages,
+                judge=self.judge,
+            )
         else:
             # A conversation that broke off is not scored: its rewards are unknown, not low.
             for fn in self.rubric:

@@ -10,7 +10,9 @@ arguments it needs and gets only those:
     answer       the task's reference answer
     info         the task's info dict
     task         the `Task` itself
-    episode      the `Episode` being scored (timing, usage, stop condition)
+    episode      the `Episode` being scored (timing, usage, stop condition, trajectory)
+    judge        the run's judge model (a `Judge`, or None); given only to functions
+                 that name it, since naming it makes the run open a judge client
 
 `@reward(weight=...)` functions make up the episode's `reward` (the weighted sum);
 `@metric` functions are recorded beside it and never change it. Every raw score is recorded
@@ -39,7 +41,7 @@ ScoreKind = Literal["reward", "metric"]
 ScoreCallable = Callable[..., float | Awaitable[float]]
 
 ARGUMENTS = frozenset(
-    {"messages", "prompt", "completion", "response", "answer", "info", "task", "episode"}
+    {"messages", "prompt", "completion", "response", "answer", "info", "task", "episode", "judge"}
 )
 
 
@@ -62,7 +64,7 @@ class ScoreFunction:
 def _wanted_arguments(func: Callable[..., Any]) -> frozenset[str]:
     params = inspect.signature(func).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return ARGUMENTS
+        return (ARGUMENTS - {"judge"}) | frozenset(name for name in params if name == "judge")
     unknown = [
         name
         for name, p in params.items()
@@ -157,7 +159,12 @@ def last_response(messages: Sequence[dict[str, Any]]) -> str:
 
 
 async def score_episode(
-    rubric: Sequence[ScoreFunction], episode: Episode, task: Task, *, num_prompt_messages: int
+    rubric: Sequence[ScoreFunction],
+    episode: Episode,
+    task: Task,
+    *,
+    num_prompt_messages: int,
+    judge: Any = None,
 ) -> None:
     """Run every scoring function on a finished episode; fills rewards, metrics and reward."""
     messages = episode.messages
@@ -167,6 +174,7 @@ async def score_episode(
         "info": task.info,
         "task": task,
         "episode": episode,
+        "judge": judge,
     }
     total = 0.0
     for fn in rubric:

@@ -9,14 +9,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.models.config import ClientConfig, SamplingConfig
+from proctor.models.config import ClientConfig, JudgeConfig, SamplingConfig
 
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 
 INVOCATION_FIELDS = frozenset({"resume", "clean", "dry_run", "rich", "verbose"})
 """How this invocation behaves, not what the run is: left out of the saved config.toml."""
 
-RESUME_FIELDS = ("env", "env_args", "num_examples", "rollouts_per_example", "model", "sampling")
+RESUME_FIELDS = (
+    "env",
+    "env_args",
+    "num_examples",
+    "rollouts_per_example",
+    "model",
+    "sampling",
+    "judge",
+)
 """What must match the saved config for `--resume` to continue a run."""
 
 
@@ -75,6 +83,8 @@ class EvalConfig(BaseModel):
     """The model endpoint."""
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     """Sampling parameters."""
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    """The judge model, for environments with judge rewards."""
     run: RunConfig = Field(default_factory=RunConfig)
     """Run identity and directory."""
 

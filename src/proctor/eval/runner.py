@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, PlatformError, ProctorError, RunDirError
 from proctor.eval.config import EvalConfig
+from proctor.eval.judge import open_judge
 from proctor.eval.platform_run import PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory
@@ -193,6 +194,7 @@ class _Run:
             config.workers, concurrency=config.max_concurrent, jobs=len(self.jobs)
         )
         pool: WorkerPool | None = None
+        judge = open_judge(self.env, config) if workers <= 1 else None  # else each worker's
         try:
             if workers > 1:
                 # Started first: the workers load while this process checks and opens the run.
@@ -206,6 +208,8 @@ class _Run:
             if pool is not None:
                 await pool.aclose()
             await client.aclose()
+            if judge is not None:
+                await judge.aclose()
 
     def _open_platform_run(self) -> PlatformRun:
         config = self.config

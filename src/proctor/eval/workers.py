@@ -293,6 +293,7 @@ def _die_with_parent() -> None:
 async def _worker(proto_in: int, proto_out: int) -> int:
     from proctor.envs import load_environment
     from proctor.eval.config import EvalConfig
+    from proctor.eval.judge import open_judge
     from proctor.models.openai_client import OpenAIChatClient
 
     loop = asyncio.get_running_loop()
@@ -334,6 +335,7 @@ async def _worker(proto_in: int, proto_out: int) -> int:
         sampling=config.sampling,
         max_connections=concurrency,
     )
+    judge = open_judge(env, config)
     queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
     rollout, dumps = env.rollout, json.dumps
 
@@ -358,6 +360,8 @@ async def _worker(proto_in: int, proto_out: int) -> int:
             slot.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
         await client.aclose()
+        if judge is not None:
+            await judge.aclose()
     return 0
 
 

@@ -100,3 +100,41 @@ class SamplingConfig(BaseModel):
         }
         known.update(self.model_extra or {})
         return known
+
+
+class JudgeConfig(BaseModel):
+    """The judge model that grades episodes for judge rewards (unset: the evaluated model's)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str | None = None
+    """Judge model name (default: the evaluated model, -m)."""
+    base_url: str | None = None
+    """Base URL of the judge's endpoint, ending in /v1 (default: --client.base-url)."""
+    api_key_var: str | None = None
+    """Environment variable holding the judge's API key (default: --client.api-key-var)."""
+    max_concurrent: int = Field(default=32, ge=1)
+    """Judge requests in flight at once."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries of a judge request after a 429, a 5xx or a connection error."""
+    timeout: float = Field(default=120.0, gt=0)
+    """Per-request timeout of the judge, in seconds."""
+    temperature: float | None = Field(default=0.0, ge=0)
+    """The judge's sampling temperature (unset: the endpoint's default)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Most tokens the judge may write per verdict."""
+
+    def client_config(self, evaluated: ClientConfig) -> ClientConfig:
+        """The judge's endpoint settings: its own where set, else the evaluated model's."""
+        return evaluated.model_copy(
+            update={
+                "base_url": self.base_url or evaluated.base_url,
+                "api_key_var": self.api_key_var or evaluated.api_key_var,
+                "max_retries": self.max_retries,
+                "timeout": self.timeout,
+            }
+        )
+
+    def sampling(self) -> SamplingConfig:
+        """The judge's sampling parameters."""
+        return SamplingConfig(temperature=self.temperature, max_tokens=self.max_tokens)

@@ -1,0 +1,229 @@
+"""dataset: evaluate on your own questions and answers from a JSONL, CSV or Parquet file.
+
+Single turn, no code to write:
+
+    proctor eval dataset --env-args '{"path": "data.jsonl", "prompt": "question",
+                                      "answer": "answer", "reward": "math"}'
+
+Each row becomes a task: the `prompt` column is the user message (or, in JSONL and Parquet,
+a list of chat messages), the `answer` column the reference, every other column the task's
+info. `reward` picks the grading: `exact` (the final answer, normalised, equals the
+reference), `math` (equal as mathematics, math-verify) or `judge` (a judge model grades it;
+`judge_template` replaces the default prompt). A bad file is refused before the run with one
+line naming the file, the row and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from proctor.envs import (
+    Judge,
+    ScoreFunction,
+    SingleTurnEnv,
+    Task,
+    Taskset,
+    judge_reward,
+    math_answer,
+    reward,
+)
+from proctor.errors import ConfigError
+
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+REWARDS = ("exact", "math", "judge")
+_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+_ANSWER_LINE = re.compile(
+    r"^\s*(?:final\s+)?answer\s*[:=]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE
+)
+
+
+def final_answer(text: str) -> str:
+    """The reply's final answer: its last `\\boxed{}`, else its last `Answer: ...` line, else
+    the whole reply."""
+    boxed = _BOXED.findall(text)
+    if boxed:
+        return boxed[-1]
+    lines = _ANSWER_LINE.findall(text)
+    return lines[-1] if lines else text
+
+
+def normalise(text: str) -> str:
+    """Case-folded, whitespace collapsed, without surrounding quotes, `$` or a final period."""
+    text = " ".join(str(text).split()).casefold()
+    return text.strip("\"'`$ ").rstrip(".").strip()
+
+
+@reward(name="exact_answer")
+def exact_answer(response: str, answer: Any) -> float:
+    """1.0 when the reply's final answer, normalised, equals the reference, else 0.0."""
+    return 1.0 if normalise(final_answer(response)) == normalise(answer) else 0.0
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"line {number}", json.loads(line)))
+            except ValueError as e:
+                raise ConfigError(
+                    f"{path} line {number} is not valid JSON ({e}); fix or remove that line"
+                ) from None
+    return rows
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[tuple[str, Any]]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        columns = list(reader.fieldnames or [])
+        rows = []
+        for row in reader:
+            if None in row:  # more cells than the header has columns
+                raise ConfigError(
+                    f"{path} row {reader.line_num} has more cells than the header's "
+                    f"{len(columns)} columns; quote cells that contain commas"
+                )
+            rows.append((f"row {reader.line_num}", dict(row)))
+    return columns, rows
+
+
+def _read_parquet(path: Path) -> list[tuple[str, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError(
+            "reading Parquet needs pyarrow, which is not installed; install it "
+            "(pip install 'proctor[parquet]') or convert the file to JSONL"
+        ) from None
+    try:
+        table = pq.read_table(path)
+    except Exception as e:
+        raise ConfigError(f"{path} is not a readable Parquet file ({e})") from None
+    return [(f"row {i + 1}", row) for i, row in enumerate(table.to_pylist())]
+
+
+def read_rows(path: Path, file_format: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The file's rows as `(where, row)` pairs ("line 3", "row 3") for error messages.
+
+    Raises:
+        ConfigError: the file is missing, of an unknown format, empty, or not well-formed.
+    """
+    if not path.is_file():
+        raise ConfigError(
+            f"no such file: {path}; pass an existing file as --env-args '{{\"path\": ...}}'"
+        )
+    kind = file_format or FORMATS.get(path.suffix.lower())
+    if kind not in FORMATS.values():
+        raise ConfigError(
+            f"cannot tell the format of {path}; name it .jsonl, .csv or .parquet, or pass "
+            '"format": "jsonl" | "csv" | "parquet" in --env-args'
+        )
+    columns: list[str] | None = None
+    if kind == "jsonl":
+        rows = _read_jsonl(path)
+    elif kind == "csv":
+        columns, rows = _read_csv(path)
+    else:
+        rows = _read_parquet(path)
+    if not rows:
+        raise ConfigError(f"{path} holds no rows; add some or pick another file")
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise ConfigError(
+                f"{path} {where} is a JSON {type(row).__name__}, not an object; "
+                'write each row as {"column": value, ...}'
+            )
+    if columns is not None and not columns:
+        raise ConfigError(f"{path} has no header row; its first line must name the columns")
+    return rows
+
+
+def _check_columns(path: Path, columns: list[str], *wanted: str) -> None:
+    for column in wanted:
+        if column not in columns:
+            raise ConfigError(
+                f"{path} has no column {column!r} (its columns: {', '.join(columns) or 'none'}); "
+                'name the right one in --env-args, e.g. \'{"prompt": "question"}\''
+            )
+
+
+def _task(
+    path: Path, where: str, index: int, row: dict[str, Any], prompt: str, answer: str
+) -> Task:
+    for column in (prompt, answer):
+        if column not in row:
+            raise ConfigError(
+                f"{path} {where} has no {column!r} (it has: {', '.join(row) or 'nothing'}); "
+                "fix the row or name the right column in --env-args"
+            )
+    text = row[prompt]
+    info = {k: v for k, v in row.items() if k not in (prompt, answer)}
+    if isinstance(text, list):
+        if not text or not all(isinstance(m, dict) and "role" in m for m in text):
+            raise ConfigError(
+                f"{path} {where}: {prompt!r} is a list but not of chat messages "
+                '({"role": ..., "content": ...})'
+            )
+        return Task(index=index, messages=text, answer=row[answer], info=info)
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(
+            f"{path} {where}: {prompt!r} must be non-empty text (got {str(text)[:40]!r})"
+        )
+    return Task(index=index, prompt=text, answer=row[answer], info=info)
+
+
+def make_rubric(kind: str, judge_template: str | None) -> list[ScoreFunction]:
+    """The reward for `exact`, `math` or `judge`."""
+    if kind == "exact":
+        return [exact_answer]
+    if kind == "math":
+        return [math_answer]
+    if kind == "judge":
+        return [judge_reward(judge_template or Judge.DEFAULT_TEMPLATE)]
+    raise ConfigError(f"unknown reward {kind!r}; pick one of {', '.join(REWARDS)}")
+
+
+def load_environment(
+    *,
+    path: str | None = None,
+    prompt: str = "prompt",
+    answer: str = "answer",
+    reward: str = "exact",
+    format: str | None = None,
+    system_prompt: str | None = None,
+    judge_template: str | None = None,
+) -> SingleTurnEnv:
+    """Tasks from the file at `path` (see the module docstring for the arguments).
+
+    Without a `path` the environment has no tasks (so `proctor envs list` can show it).
+    """
+    rubric = make_rubric(reward, judge_template)
+    tasks: list[Task] = []
+    if path is not None:
+        file = Path(path).expanduser()
+        rows = read_rows(file, format)
+        if rows and FORMATS.get(file.suffix.lower(), format) == "csv":
+            _check_columns(file, list(rows[0][1]), prompt, answer)
+        tasks = [
+            _task(file, where, index, row, prompt, answer)
+            for index, (where, row) in enumerate(rows)
+        ]
+    return SingleTurnEnv(
+        name="dataset",
+        description='Your own JSONL/CSV/Parquet rows: --env-args \'{"path": "data.jsonl"}\'.',
+        taskset=Taskset(tasks),
+        rubric=rubric,
+        system_prompt=system_prompt,
+    )
