@@ -97,7 +97,8 @@ def test_the_dataset_example_runs_as_documented(demo_model: str, tmp_path: Path)
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    records = [json.loads(line) for line in (tmp_path / "outputs/mine/traces.jsonl").open()]
+    lines = (tmp_path / "outputs/mine/traces.jsonl").read_text().splitlines()
+    records = sorted((json.loads(line) for line in lines), key=lambda r: r["example_id"])
     assert len(records) == 2 and all(r["ok"] for r in records)
     assert records[1]["task"]["answer"] == "\\frac{3}{4}"
     assert records[0]["task"]["info"] == {"source": "worksheet 3"}
