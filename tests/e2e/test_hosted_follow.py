@@ -88,6 +88,27 @@ def test_a_failure_shows_its_whole_reason_and_the_hosted_flag(
     assert "Traceback" not in run.stderr
 
 
+def test_a_model_url_without_a_scheme_is_refused_before_a_sandbox_starts(
+    platform_for_follow: Platform, tmp_path: Path
+) -> None:
+    client = platform_for_follow.client()
+    before = client.get("/evaluations/", params={"limit": 500}).json()["total"]
+    run = subprocess.run(
+        hosted_run("reverse-text", "--api-base-url", "127.0.0.1:8001/v1"),
+        env=cli_env(platform_for_follow, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1 and run.stdout == ""
+    assert "api_base_url must start with http:// or https:// (got '127.0.0.1:8001/v1'); " in (
+        run.stderr
+    )
+    assert "pass --api-base-url http://127.0.0.1:8001/v1" in run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert client.get("/evaluations/", params={"limit": 500}).json()["total"] == before
+
+
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()

@@ -26,8 +26,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-r", "--rollouts", type=int, default=3, help="rollouts per task")
     run.add_argument("-c", "--max-concurrent", type=int, help="rollouts in flight at once")
     run.add_argument("--timeout-minutes", type=float, help="kill the sandbox after this long")
-    run.add_argument("--sampling-args", type=json.loads, help='JSON, e.g. {"temperature": 0.7}')
-    run.add_argument("--env-args", type=json.loads, help="JSON object for the environment loader")
+    run.add_argument(
+        "--sampling-args", type=_json_object, metavar="JSON", help='JSON, e.g. {"temperature": 0.7}'
+    )
+    run.add_argument(
+        "--env-args",
+        type=_json_object,
+        metavar="JSON",
+        help="JSON object for the environment loader",
+    )
     run.add_argument(
         "--api-base-url",
         help="model endpoint, OpenAI-compatible, ending in /v1 "
@@ -52,6 +59,18 @@ def _parser() -> argparse.ArgumentParser:
     for p in (run, logs):
         p.add_argument("--poll-seconds", type=float, default=1.0, help="polling interval")
     return parser
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"a\": 1}}', got {text!r}"
+        )
+    return value
 
 
 def _eval_config(args: argparse.Namespace) -> dict[str, Any]:

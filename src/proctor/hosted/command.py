@@ -101,6 +101,17 @@ class HostedEvalConfig(BaseModel):
     )
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _has_scheme(cls, value: str | None) -> str | None:
+        # Caught here, where the user's flag is known: the sandbox would only say "cannot reach".
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"api_base_url must start with http:// or https:// (got {value!r}); "
+                f"pass --api-base-url http://{value}"
+            )
+        return value
+
     @field_validator("custom_secrets")
     @classmethod
     def _secret_names(cls, value: dict[str, str]) -> dict[str, str]:
