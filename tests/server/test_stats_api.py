@@ -97,6 +97,26 @@ def test_stats_change_as_samples_arrive_and_after_finalize(api: Api) -> None:
     assert done["status"] == "COMPLETED" and done["reward"] == first["reward"]
 
 
+def test_stats_total_tokens_and_latency_of_numbers_only(api: Api) -> None:
+    evaluation_id = api.create()
+    usage = {"prompt_tokens": 30, "completion_tokens": 10}
+    _post(
+        api,
+        evaluation_id,
+        [
+            _sample(0, 1, 1.0, token_usage=usage, timing={"model_s": 1.5, "duration_s": 2.0}),
+            _sample(0, 2, 0.0, token_usage=usage, timing={"model_s": 0.5, "duration_s": 1.0}),
+            # Stored as sent: odd types are skipped, not a 500.
+            _sample(1, 1, 1.0, token_usage={"prompt_tokens": "many"}, timing=[1, 2]),
+            _sample(1, 2, 1.0, token_usage=None, timing={"model_s": 1e308, "duration_s": True}),
+        ],
+    )
+    totals = api.get(f"/evaluations/{evaluation_id}/stats").json()["usage"]
+    assert totals["prompt_tokens"] == 60 and totals["completion_tokens"] == 20
+    assert totals["duration_s"] == 3.0
+    assert totals["model_s"] == pytest.approx(1e308)
+
+
 def test_compare_pairs_common_examples_and_lists_one_sided_ones(api: Api) -> None:
     baseline, candidate = api.create(name="a"), api.create(name="b")
     _post(api, baseline, [_sample(1, 1, 0.5), _sample(2, 1, 1.0), _sample(3, 1, 0.0)])

@@ -103,7 +103,7 @@ def test_list_shows_own_and_team_evaluations_only(web: Web) -> None:
     for name in ("alice-calc", "alice-calc-b", "blue-team-run"):
         assert name in page.text
     assert "red-secret-run" not in page.text
-    assert 'http-equiv="refresh"' in page.text  # alice-calc-b and blue-team-run still run
+    assert "data-poll-s=" in page.text  # alice-calc-b and blue-team-run still run
     data = web.client.get("/evaluations?format=json").json()
     assert [e["name"] for e in data["evaluations"]] == [
         "blue-team-run",
@@ -140,7 +140,7 @@ def test_no_refresh_once_nothing_runs(web: Web) -> None:
     seeded = web.seed()
     web.login(seeded.alice_key)
     page = web.client.get("/evaluations?status=COMPLETED")
-    assert "alice-calc" in page.text and 'http-equiv="refresh"' not in page.text
+    assert "alice-calc" in page.text and "data-poll-s=" not in page.text
 
 
 def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:
@@ -148,30 +148,41 @@ def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:
     web.login(seeded.alice_key)
     page = web.client.get(f"/evaluations/{seeded.own}")
     assert page.status_code == 200
-    html = page.text
-    assert "alice-calc" in html and "COMPLETED" in html and "<svg" in html
-    assert 'id="pass-at-k"' in html and 'id="reward-means"' in html
-    assert "the model timed out" in html  # the errored sample in the table
+    text = page.text
+    assert "alice-calc" in text and "COMPLETED" in text and "<svg" in text
+    assert 'id="pass-at-k"' in text and 'id="reward-means"' in text
+    assert "the model timed out" in text  # the errored sample in the table
     data = web.client.get(f"/evaluations/{seeded.own}?format=json").json()
     assert sum(b["count"] for b in data["histogram"]) == 20
     assert data["histogram"][0]["count"] == 6 and data["histogram"][-1]["count"] == 14
     assert data["errored"] == 1
     examples = data["examples"]
     assert examples["examples"] == 5 and examples["max_rollouts"] == 4
-    # Examples pass 3, 3, 2, 3 and 3 of 4 rollouts: pass@1 is the mean share,
-    # pass@2 averages 1 - C(n-c, 2)/C(4, 2) (one example has 2 failures: 1 - 1/6), pass@4 is 1.
-    pass_at = {row["k"]: row["value"] for row in examples["pass_at_k"]}
-    assert pass_at[1] == pytest.approx(14 / 20)
-    assert pass_at[2] == pytest.approx((4 * 1.0 + (1 - 1 / 6)) / 5)
-    assert pass_at[4] == 1.0
-    assert examples["mean_per_example"] == pytest.approx(0.7)
+    # Scored samples only: example 4's errored rollout is left out (19 of 20 are scored).
+    # Examples pass 3, 3, 2, 3 of 4 rollouts and 2 of 3: pass@1 is the mean share, pass@2
+    # averages 1 - C(n-c, 2)/C(n, 2) (one example has 2 failures of 4: 1 - 1/6), pass@4
+    # counts the four examples with 4 scored rollouts.
+    stats = data["stats"]
+    assert stats["reward"]["mean"] == pytest.approx(13 / 19)
+    assert (stats["reward"]["n_samples"], stats["reward"]["n_errored"]) == (19, 1)
+    assert stats["pass_threshold"] == 1.0
+    pass_at = {row["k"]: (row["value"], row["n_examples"]) for row in stats["pass_at_k"]}
+    assert pass_at[1] == (pytest.approx((0.75 * 3 + 0.5 + 2 / 3) / 5), 5)
+    assert pass_at[2] == (pytest.approx((4 + 5 / 6) / 5), 5)
+    assert pass_at[4] == (1.0, 4)
+    # The same figures the API answers, and the same headline in the page.
+    api_stats = web.api.get(f"/evaluations/{seeded.own}/stats", seeded.alice_key).json()
+    assert api_stats == stats
+    assert html.escape(stats["headline"]) in page.text or stats["headline"] in page.text
+    assert "errored samples are counted" in page.text
+    assert 'name="pass_threshold"' in page.text
     # The header is the API's record, from the same service call.
     record = web.api.get(f"/evaluations/{seeded.own}", seeded.alice_key).json()
     for key in ("id", "status", "total_samples", "avg_score", "metrics", "created_at"):
         assert data["evaluation"][key] == record[key]
     assert record["viewer_url"].endswith(f"/evaluations/{seeded.own}")
     strict = web.client.get(f"/evaluations/{seeded.own}?format=json&pass_threshold=2").json()
-    assert [row["value"] for row in strict["examples"]["pass_at_k"]] == [0.0, 0.0, 0.0]
+    assert [row["value"] for row in strict["stats"]["pass_at_k"]] == [0.0, 0.0, 0.0]
 
 
 def test_single_rollout_runs_have_no_pass_at_k(web: Web) -> None:
@@ -180,7 +191,7 @@ def test_single_rollout_runs_have_no_pass_at_k(web: Web) -> None:
     data = web.client.get(f"/evaluations/{seeded.second}?format=json").json()
     assert data["examples"] is None and data["logs"] is None
     assert data["evaluation"]["live"] is True
-    assert 'http-equiv="refresh"' in web.client.get(f"/evaluations/{seeded.second}").text
+    assert "data-poll-s=" in web.client.get(f"/evaluations/{seeded.second}").text
 
 
 def test_hosted_evaluation_shows_its_sandbox_logs(web: Web, tmp_path: Path) -> None:
@@ -199,7 +210,7 @@ def test_hosted_evaluation_shows_its_sandbox_logs(web: Web, tmp_path: Path) -> N
     hosted_id = created.json()["evaluation_id"]
     before = web.client.get(f"/evaluations/{hosted_id}")
     assert "Sandbox logs" in before.text and "(no output yet)" in before.text
-    assert 'http-equiv="refresh"' in before.text  # PENDING: the page follows the run
+    assert "data-poll-s=" in before.text  # PENDING: the page follows the run
     # Play the sandbox: a local-backend handle whose log file has some output.
     log = tmp_path / "sandbox.log"
     log.write_text("starting proctor eval\nrollout 1/2 done <ok>\n")
@@ -279,7 +290,12 @@ def test_compare_highlights_per_example_differences(web: Web) -> None:
     by_example = {row["example_id"]: row for row in data["examples"]}
     assert by_example[0]["means"] == [0.75, 1.0]
     assert by_example[2]["means"] == [0.5, 1.0] and by_example[2]["spread"] == 0.5
-    assert by_example[4]["means"] == [0.75, 0.5]
+    # Scored samples only: example 4's errored rollout is not in its mean.
+    assert by_example[4]["means"] == [pytest.approx(2 / 3), 0.5]
+    assert by_example[2]["diff"] == 0.5 and by_example[4]["diff"] == pytest.approx(0.5 - 2 / 3)
+    paired = data["paired"]
+    assert paired["baseline"] == seeded.own and paired["candidate"] == seeded.second
+    assert paired["n_common"] == 5 and paired["wins"] + paired["ties"] + paired["losses"] == 5
     rows = {row["name"]: row for row in data["metrics"]}
     assert rows["samples"]["values"] == [20, 5] and rows["samples"]["differs"] is True
     page = web.client.get(f"/compare?pick={seeded.own}&pick={seeded.second}")

@@ -14,11 +14,12 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -121,10 +122,14 @@ def _incoming_request_id(scope: Scope) -> str | None:
     return None
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(
+    app: FastAPI, *, not_found_page: Callable[[Request], Response | None] | None = None
+) -> None:
     """Register handlers so that every error answers the JSON envelope.
 
     Call `app.add_middleware(ServerErrors)` last (outermost) as well, for unexpected errors.
+    `not_found_page` may answer an unknown path itself (the dashboard's HTML 404 page for a
+    browser); when it returns None the envelope is sent.
     """
 
     @app.exception_handler(InvalidInput)
@@ -144,12 +149,16 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_input", message, errors), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
             # FastAPI could not decode a JSON body, e.g. an integer literal past Python's
             # 4300-digit limit: the same 422 as any other undecodable body.
             message = undecodable_message(exc.__cause__)
             return JSONResponse(invalid_body("invalid_json", message, ("body",)), status_code=422)
+        if exc.status_code == 404 and not_found_page is not None:
+            page = not_found_page(request)
+            if page is not None:
+                return page
         if exc.status_code == 404:
             message = "No such route; see /openapi.json for the API."
         elif exc.status_code == 405:

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Integer, String, bindparam, case, cast, func, or_, select, true, update
+from sqlalchemy import (
+    Integer,
+    String,
+    bindparam,
+    case,
+    cast,
+    func,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -387,3 +400,43 @@ def scored_example_means(session: Session, evaluation_id: str) -> dict[int, floa
         .group_by(Sample.example_id)
     )
     return {int(e): float(m) for e, m in rows}
+
+
+USAGE_FIELDS = {
+    "prompt_tokens": ("token_usage", "prompt_tokens"),
+    "completion_tokens": ("token_usage", "completion_tokens"),
+    "duration_s": ("timing", "duration_s"),
+    "model_s": ("timing", "model_s"),
+}
+
+
+def usage_totals(session: Session, evaluation_id: str) -> dict[str, float]:
+    """Sums of token usage and timings over the samples, reading each sample's JSON once.
+
+    Only JSON numbers count (samples are stored as sent; a string there is skipped). One
+    pass, done when the statistics are computed (and then cached).
+    """
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        columns = ", ".join(
+            f"sum(CASE WHEN jsonb_typeof(j #> '{{{a},{b}}}') = 'number' "
+            f"THEN (j #>> '{{{a},{b}}}')::numeric END) AS {name}"
+            for name, (a, b) in USAGE_FIELDS.items()
+        )
+        sql = (
+            f"SELECT {columns} FROM (SELECT data::jsonb AS j FROM samples "
+            "WHERE evaluation_id = :evaluation_id) AS s"
+        )
+    else:
+        columns = ", ".join(
+            f"sum(CASE WHEN json_type(data, '$.{a}.{b}') IN ('integer', 'real') "
+            f"THEN json_extract(data, '$.{a}.{b}') END) AS {name}"
+            for name, (a, b) in USAGE_FIELDS.items()
+        )
+        sql = f"SELECT {columns} FROM samples WHERE evaluation_id = :evaluation_id"
+    row = session.execute(text(sql), {"evaluation_id": evaluation_id}).one()
+    totals = {}
+    for name, value in zip(USAGE_FIELDS, row, strict=True):
+        number = float(value) if value is not None else 0.0
+        totals[name] = number if math.isfinite(number) else 0.0
+    return totals

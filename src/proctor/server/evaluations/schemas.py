@@ -209,6 +209,17 @@ class PassAtK(BaseModel):
     n_examples: int
 
 
+class UsageTotals(BaseModel):
+    """Token usage and time summed over the samples (the numbers each sample reported)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    model_s: float
+    """Time spent waiting for the model."""
+    duration_s: float
+    """Rollout wall time (model, tools and scoring)."""
+
+
 class EvaluationStats(BaseModel):
     """Answer of `GET /evaluations/{id}/stats`."""
 
@@ -220,6 +231,7 @@ class EvaluationStats(BaseModel):
     reward: RewardStats
     pass_threshold: float
     pass_at_k: list[PassAtK]
+    usage: UsageTotals
 
 
 class OneSided(BaseModel):

@@ -71,6 +71,7 @@ def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict
     reward["n_errored"] = repository.count_errored(session, evaluation.id)
     reward["half_width"] = estimate.half_width
     reward["naive_se"] = moments.naive_se()
+    usage = repository.usage_totals(session, evaluation.id)
     return {
         "evaluation_id": evaluation.id,
         "status": evaluation.status,
@@ -83,6 +84,12 @@ def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict
             {"k": k, "value": value, "n_examples": count}
             for k, value, count in stats.pass_at_k_table(shapes)
         ],
+        "usage": {
+            "prompt_tokens": int(usage["prompt_tokens"]),
+            "completion_tokens": int(usage["completion_tokens"]),
+            "model_s": usage["model_s"],
+            "duration_s": usage["duration_s"],
+        },
     }
 
 

@@ -163,6 +163,12 @@ def _log_backend(app: FastAPI, name: str) -> SandboxBackend:
     return cache[name]
 
 
+def expected_samples(session: Session, evaluation_id: str) -> int | None:
+    """How many samples the hosted run of a visible evaluation will have, when known."""
+    hosted = session.get(HostedEvaluation, evaluation_id)
+    return None if hosted is None else hosted.expected_samples
+
+
 def read_logs(session: Session, principal: Principal, evaluation_id: str, app: FastAPI) -> str:
     """The sandbox's output so far; empty before it starts."""
     evaluations.get_visible(session, principal, evaluation_id)

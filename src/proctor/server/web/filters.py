@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -48,11 +48,33 @@ def seconds(value: float | None) -> str:
     """A duration in seconds, readable."""
     if value is None:
         return NONE
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
     if value < 120:
         return f"{value:.1f} s"
     minutes, secs = divmod(int(value), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def timing(value: Any, name: str) -> str:
+    """A timing field readable: epoch seconds as a UTC time, `_s`/`_ms` fields as durations."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return number(value)
+    if name in ("start", "end", "started_at", "ended_at") and 1e9 < value < 1e11:
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    if name.endswith("_ms"):
+        return seconds(value / 1000)
+    if name.endswith("_s") or name.endswith("seconds"):
+        return seconds(value)
+    return number(value)
+
+
+def pvalue(value: float | None) -> str:
+    """A p-value: three decimals, or `< 0.001`."""
+    if value is None:
+        return NONE
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def status_class(status: str) -> str:
@@ -83,6 +105,8 @@ def install_filters(env: Environment) -> None:
         number=number,
         when=when,
         seconds=seconds,
+        timing=timing,
+        pvalue=pvalue,
         status_class=status_class,
         pretty=pretty,
     )

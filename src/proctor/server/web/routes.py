@@ -23,16 +23,16 @@ from fastapi.templating import Jinja2Templates
 
 from proctor.server.auth.schemas import Principal
 from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
-from proctor.server.deps import ReadSession, SettingsDep
+from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
+from proctor.server.web import markdown, views
 from proctor.server.web import session as web_session
-from proctor.server.web import views
 from proctor.server.web.filters import install_filters
 
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-STATIC_FILES = frozenset({"dashboard.css", "dashboard.js"})
+STATIC_FILES = frozenset({"dashboard.css", "dashboard.js", "favicon.svg"})
 REFRESH_S = 5
 
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -151,10 +151,12 @@ def _integer(name: str, value: str | None) -> int | None:
     return number
 
 
-def _threshold(value: str | None) -> float:
+def _threshold(value: str | None) -> float | None:
     text = (value or "").strip()
+    if not text:
+        return None  # the evaluation's default (its best reward)
     try:
-        number = float(text) if text else 1.0
+        number = float(text)
     except ValueError:
         number = float("nan")
     if not number == number or not -1e9 < number < 1e9:  # NaN or absurd
@@ -169,9 +171,27 @@ Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX)]
 Page = Annotated[int, Query(ge=1, le=page_max(LIMIT_MAX))]
 
 
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    """Browsers ask for it at the root; it is the SVG icon the pages also link."""
+    return FileResponse(
+        HERE / "static" / "favicon.svg",
+        media_type="image/svg+xml",
+        headers={"Cache-Control": "max-age=86400"},
+    )
+
+
+@router.get("/static/highlight.css")
+def highlight_css() -> Response:
+    """Pygments' rules for highlighted code in transcripts (generated once)."""
+    return Response(
+        markdown.stylesheet(), media_type="text/css", headers={"Cache-Control": "max-age=3600"}
+    )
+
+
 @router.get("/static/{name}")
 def static(name: str) -> Response:
-    """The dashboard's stylesheet and script (shipped in the package)."""
+    """The dashboard's stylesheet, script and icon (shipped in the package)."""
     if name not in STATIC_FILES:
         raise NotVisible("There is no such static file; check the URL.")
     return FileResponse(HERE / "static" / name, headers={"Cache-Control": "max-age=3600"})
@@ -286,6 +306,7 @@ def evaluation(
     settings: SettingsDep,
     query: SamplesQueryDep,
     pass_threshold: Annotated[str | None, Query(max_length=24)] = None,
+    logs_from: Annotated[int, Query(ge=0, le=1 << 40)] = 0,
 ) -> Response:
     """An evaluation: header, metrics, reward histogram, pass@k, hosted logs, samples."""
     principal = web_session.current_principal(request, session, settings)
@@ -297,9 +318,27 @@ def evaluation(
         public_url=settings.resolved_public_url(),
         app=request.app,
         pass_threshold=_threshold(pass_threshold),
+        logs_from=logs_from,
     )
+    data["cancellable"] = data["evaluation"]["is_hosted"] and data["evaluation"]["live"]
     data["refresh_s"] = REFRESH_S if data["evaluation"]["live"] else None
     return render(request, "evaluation.html", data, principal)
+
+
+@router.post("/evaluations/{evaluation_id}/cancel")
+def cancel(
+    request: Request,
+    evaluation_id: str,
+    session: WriteSession,
+    settings: SettingsDep,
+    confirm: Annotated[str, Form(max_length=8)] = "",
+) -> Response:
+    """Cancel a hosted evaluation (the page's button, after its confirmation step)."""
+    principal = web_session.current_principal(request, session, settings)
+    if confirm != "yes":
+        raise BadRequest("Cancelling needs the confirmation; use the button on the page.")
+    views.cancel_hosted(session, principal, evaluation_id)
+    return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=303)
 
 
 @router.get("/evaluations/{evaluation_id}/samples")
@@ -320,6 +359,18 @@ def samples(
         settings.resolved_public_url(),
     )
     return render(request, "samples.html", data, principal)
+
+
+@router.get("/evaluations/{evaluation_id}/sample")
+def sample_by_query(
+    request: Request,
+    evaluation_id: str,
+    session: ReadSession,
+    settings: SettingsDep,
+    id: Annotated[str, Query(min_length=1, max_length=200)],
+) -> Response:
+    """One sample named in the query (`?id=`), so any id works, with `/` or `..` in it."""
+    return sample(request, evaluation_id, id, session, settings)
 
 
 @router.get("/evaluations/{evaluation_id}/samples/{sample_id}")
@@ -360,7 +411,36 @@ def compare(
         limit=limit,
         public_url=settings.resolved_public_url(),
     )
+    data["ids"] = ids
     data["first_query"] = urlencode({"ids": ids, "limit": limit})
     if data["next_after"] is not None:
         data["next_query"] = urlencode({"ids": ids, "after": data["next_after"], "limit": limit})
     return render(request, "compare.html", data, principal)
+
+
+@router.get("/compare/example")
+def compare_example(
+    request: Request,
+    session: ReadSession,
+    settings: SettingsDep,
+    ids: Annotated[str, Query(max_length=2000)] = "",
+    example: Annotated[str | None, Query(max_length=24)] = None,
+) -> Response:
+    """One example's transcripts in each evaluation, side by side."""
+    principal = web_session.current_principal(request, session, settings)
+    example_id = _integer("example", example)
+    if example_id is None:
+        raise BadRequest("Query parameter 'example' is required: the example id to show.")
+    data = views.example_side_by_side(
+        session, principal, ids.split(","), example_id, settings.resolved_public_url()
+    )
+    return render(request, "compare_example.html", data, principal)
+
+
+def not_found_page(request: Request) -> Response | None:
+    """The HTML 404 page for an unknown path asked for by a browser (None otherwise: API
+    clients and scripts get the JSON envelope)."""
+    accept = request.headers.get("accept", "")
+    if request.url.path.startswith("/api/") or "text/html" not in accept:
+        return None
+    return error_page(request, 404, "not_found", "There is no such page; check the address.")

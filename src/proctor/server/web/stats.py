@@ -1,4 +1,4 @@
-"""Reward statistics of one evaluation for its page: histograms, pass@k, per-example means.
+"""Reward histograms of one evaluation for its page (the figures are in evaluations.stats).
 
 Everything here works on aggregates the database returns (bucket counts, per-example rollout
 counts), never on samples, so a page costs the same at 100 or 100,000 samples.
@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from proctor.server.db.models import Evaluation
 from proctor.server.evaluations import service
-from proctor.stats import pass_at_k, pass_ks
 
 HISTOGRAM_BUCKETS = 20
 CACHE_ENTRIES = 256
@@ -41,18 +40,12 @@ class ExampleSummary:
     """Most rollouts any example has."""
     mean_per_example: float | None
     """Mean over examples of each example's mean reward."""
-    pass_threshold: float
-    """A rollout passes when its reward is at least this."""
-    pass_at_k: list[tuple[int, float]]
-    """`(k, unbiased pass@k)` over the examples with at least k rollouts."""
     mean_histogram: list[Bucket]
     """Histogram of the per-example mean rewards."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON form."""
-        data = asdict(self)
-        data["pass_at_k"] = [{"k": k, "value": v} for k, v in self.pass_at_k]
-        return data
+        return asdict(self)
 
 
 def reward_range(evaluation: Evaluation) -> tuple[float, float]:
@@ -93,19 +86,12 @@ def example_summary(
         mean_counts[min(max(bucket, 0), HISTOGRAM_BUCKETS - 1)] += examples
         mean_sum += sum_of_means
     max_rollouts = max(n for n, _ in shapes)
-    table: list[tuple[int, float]] = []
-    for k in pass_ks(max_rollouts):
-        eligible = [(n, c, m) for (n, c), m in shapes.items() if n >= k]
-        total = sum(m for _, _, m in eligible)
-        table.append((k, sum(pass_at_k(n, c, k) * m for n, c, m in eligible) / total))
     edges = _edges(low, high)
     total_examples = sum(shapes.values())
     return ExampleSummary(
         examples=total_examples,
         max_rollouts=max_rollouts,
         mean_per_example=mean_sum / total_examples,
-        pass_threshold=threshold,
-        pass_at_k=table,
         mean_histogram=[
             Bucket(edges[i], edges[i + 1], mean_counts.get(i, 0)) for i in range(HISTOGRAM_BUCKETS)
         ],

@@ -7,6 +7,7 @@ with the same key sees.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 from dataclasses import dataclass
@@ -18,19 +19,19 @@ from sqlalchemy.orm import Session
 
 from proctor.contract import TERMINAL_STATUSES, Status
 from proctor.server.auth.schemas import Principal
-from proctor.server.db.base import as_utc
+from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, Sample
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
+from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.repository import SampleOrder
 from proctor.server.hosted import service as hosted
-from proctor.server.web import stats, transcript
+from proctor.server.web import markdown, stats, transcript
 
 logger = logging.getLogger(__name__)
 
 STATUSES: tuple[str, ...] = tuple(Status)
 SORTS: dict[str, SampleOrder] = {"seq": "seq", "-reward": "reward_desc", "reward": "reward_asc"}
-COMPARE_MAX = 6
 
 
 def _time(value: datetime | None) -> str | None:
@@ -71,8 +72,26 @@ class SamplesQuery:
     example: int | None = None
 
 
-def evaluation_row(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
-    """The list's summary of one evaluation."""
+def mean_cell(figures: dict[str, Any]) -> dict[str, Any]:
+    """What a page shows of the headline mean: value, ± half-width, examples x rollouts."""
+    reward = figures["reward"]
+    return {
+        "mean": reward["mean"],
+        "half_width": reward["half_width"],
+        "ci95": reward["ci95"],
+        "n_examples": reward["n_examples"],
+        "n_samples": reward["n_samples"],
+        "n_errored": reward["n_errored"],
+        "rollouts": reward["rollouts_per_example"],
+        "headline": figures["headline"],
+    }
+
+
+def evaluation_row(
+    evaluation: Evaluation, public_url: str, session: Session | None = None
+) -> dict[str, Any]:
+    """The list's summary of one evaluation (with its mean when `session` is given)."""
+    figures = None if session is None else evaluation_stats.evaluation_stats(session, evaluation)
     return {
         "id": evaluation.id,
         "name": evaluation.name,
@@ -81,7 +100,7 @@ def evaluation_row(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
         or evaluation.dataset,
         "model": evaluation.model_name,
         "samples": evaluation.total_samples,
-        "avg_reward": evaluation.avg_score,
+        "mean_reward": None if figures is None else mean_cell(figures),
         "is_hosted": evaluation.is_hosted,
         "team_id": evaluation.team_id,
         "created_at": _time(evaluation.created_at),
@@ -108,7 +127,7 @@ def evaluation_list(
         model_name=filters.model,
         is_hosted=filters.hosted,
     )
-    rows = [evaluation_row(e, public_url) for e in evaluations]
+    rows = [evaluation_row(e, public_url, session) for e in evaluations]
     return {
         "evaluations": rows,
         "total": total,
@@ -121,6 +140,7 @@ def evaluation_list(
             "hosted": filters.hosted,
         },
         "live": any(is_live(row["status"]) for row in rows),
+        "covers": evaluation_stats.MEAN_COVERS,
     }
 
 
@@ -214,14 +234,28 @@ def evaluation_page(
     *,
     public_url: str,
     app: FastAPI,
-    pass_threshold: float = 1.0,
+    pass_threshold: float | None = None,
+    logs_from: int = 0,
 ) -> dict[str, Any]:
-    """The evaluation page: header, metrics, histograms, pass@k, logs and a samples page."""
+    """The evaluation page: header, mean, histograms, pass@k, logs and a samples page.
+
+    `logs_from` skips that many characters of the hosted log (a live page asks only for
+    what it has not shown yet).
+    """
     evaluation = service.get_visible(session, principal, evaluation_id)
-    figures = stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
+    summary = evaluation_stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
+    threshold = summary["pass_threshold"]
+    figures = stats.evaluation_stats(session, evaluation, threshold=threshold)
     examples = figures.examples
+    logs = _hosted_logs(session, principal, evaluation, app)
+    header = _header(evaluation, public_url)
     return {
-        "evaluation": _header(evaluation, public_url),
+        "evaluation": header,
+        "stats": summary,
+        "mean": mean_cell(summary),
+        "covers": summary["covers"],
+        "progress": _progress(session, evaluation, header),
+        "metric_rows": _metric_rows(evaluation),
         "errored": figures.errored,
         "histogram": [b.__dict__ for b in figures.histogram],
         "histogram_svg": stats.histogram_svg(figures.histogram, label="reward histogram"),
@@ -229,9 +263,66 @@ def evaluation_page(
         "examples_svg": None
         if examples is None
         else stats.histogram_svg(examples.mean_histogram, label="mean reward per example"),
-        "logs": _hosted_logs(session, principal, evaluation, app),
+        # A log shorter than what the page has shown was restarted or cut: send it whole.
+        "logs": None if logs is None else logs[logs_from if len(logs) >= logs_from else 0 :],
+        "logs_reset": logs is not None and len(logs) < logs_from,
+        "logs_from": logs_from,
+        "logs_length": None if logs is None else len(logs),
         "table": samples_table(session, evaluation, query),
     }
+
+
+def _expected(session: Session, evaluation: Evaluation) -> int | None:
+    """How many samples a complete run has, when known (hosted runs, or the run's config)."""
+    if evaluation.is_hosted:
+        expected = hosted.expected_samples(session, evaluation.id)
+        if expected:
+            return expected
+    try:
+        metadata = json.loads(evaluation.metadata_raw)
+    except ValueError:
+        return None
+    for place in (metadata, metadata.get("config") if isinstance(metadata, dict) else None):
+        if isinstance(place, dict):
+            n, r = place.get("num_examples"), place.get("rollouts_per_example", 1)
+            if isinstance(n, int) and isinstance(r, int) and n > 0 and r > 0:
+                return n * r
+    return None
+
+
+def _progress(session: Session, evaluation: Evaluation, header: dict[str, Any]) -> dict[str, Any]:
+    """Samples so far of expected, time since start and, while running, an estimate to go."""
+    expected = _expected(session, evaluation)
+    done = evaluation.total_samples
+    started = as_utc(evaluation.started_at)
+    end = as_utc(evaluation.completed_at) if not header["live"] else utcnow()
+    elapsed = None if started is None or end is None else (end - started).total_seconds()
+    eta = None
+    if header["live"] and expected and elapsed and 0 < done < expected:
+        eta = elapsed / done * (expected - done)
+    return {
+        "done": done,
+        "expected": expected,
+        "fraction": min(done / expected, 1.0) if expected else None,
+        "elapsed_s": elapsed,
+        "eta_s": eta,
+    }
+
+
+def _metric_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The run summary the client wrote, except `avg_reward`: the headline mean replaces it
+    (a client's average may count errored rollouts as 0; the page shows one mean)."""
+    metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
+    return [
+        {"name": name, "value": value}
+        for name, value in metrics.items()
+        if name not in ("avg_metrics", "avg_reward")
+    ]
+
+
+def cancel_hosted(session: Session, principal: Principal, evaluation_id: str) -> None:
+    """Cancel a hosted evaluation the principal may change (409 once it has ended)."""
+    hosted.cancel(session, principal, evaluation_id)
 
 
 def samples_page(
@@ -245,31 +336,40 @@ def samples_page(
     }
 
 
+def _sample_detail(sample: Sample) -> dict[str, Any]:
+    data = _sample_data(sample)
+    messages = transcript.transcript(data)
+    for message in messages:
+        message["html"] = markdown.render(message["content"]) if message["content"] else ""
+    return {
+        "sample_id": sample.sample_id,
+        "seq": sample.seq,
+        "example_id": sample.example_id,
+        "rollout_number": sample.rollout_number,
+        "reward": sample.reward,
+        "has_error": sample.has_error,
+        "rewards": transcript.reward_scores(data),
+        "metrics": transcript.numbers(data.get("metrics")),
+        "timing": transcript.numbers(data.get("timing")),
+        "token_usage": transcript.numbers(data.get("token_usage")),
+        "error": transcript.error_message(data.get("error")),
+        "stop_condition": data.get("stop_condition"),
+        # The task's answer is what the model should reach: the page calls it the target.
+        "target": data.get("answer"),
+        "num_turns": data.get("num_turns"),
+        "messages": messages,
+    }
+
+
 def sample_page(
     session: Session, principal: Principal, evaluation_id: str, sample_id: str, public_url: str
 ) -> dict[str, Any]:
     """One sample: transcript, rewards, metrics, timing, token usage and error."""
     evaluation, sample = service.get_sample(session, principal, evaluation_id, sample_id)
-    data = _sample_data(sample)
     return {
         "evaluation": evaluation_row(evaluation, public_url),
-        "sample": {
-            "sample_id": sample.sample_id,
-            "seq": sample.seq,
-            "example_id": sample.example_id,
-            "rollout_number": sample.rollout_number,
-            "reward": sample.reward,
-            "rewards": transcript.reward_scores(data),
-            "metrics": transcript.numbers(data.get("metrics")),
-            "timing": transcript.numbers(data.get("timing")),
-            "token_usage": transcript.numbers(data.get("token_usage")),
-            "error": transcript.error_message(data.get("error")),
-            "stop_condition": data.get("stop_condition"),
-            "answer": data.get("answer"),
-            "num_turns": data.get("num_turns"),
-            "messages": transcript.transcript(data),
-        },
-        "raw": data,
+        "sample": _sample_detail(sample),
+        "raw": _sample_data(sample),
     }
 
 
@@ -278,10 +378,20 @@ def _environment_of(evaluation: Evaluation) -> str:
     return ", ".join(sorted(names)) if names else (evaluation.dataset or "")
 
 
-def _metric_table(evaluations: list[Evaluation]) -> list[dict[str, Any]]:
+def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[dict[str, Any]]:
+    figures = [evaluation_stats.evaluation_stats(session, e) for e in evaluations]
     rows: list[dict[str, Any]] = [
         {"name": "samples", "values": [e.total_samples for e in evaluations]},
-        {"name": "avg reward", "values": [e.avg_score for e in evaluations]},
+        {"name": "errored samples", "values": [f["reward"]["n_errored"] for f in figures]},
+        {"name": evaluation_stats.MEAN_LABEL, "values": [f["reward"]["mean"] for f in figures]},
+        {"name": "± (95% CI)", "values": [f["reward"]["half_width"] for f in figures]},
+        {"name": "examples", "values": [f["reward"]["n_examples"] for f in figures]},
+        {"name": "prompt tokens", "values": [f["usage"]["prompt_tokens"] for f in figures]},
+        {
+            "name": "completion tokens",
+            "values": [f["usage"]["completion_tokens"] for f in figures],
+        },
+        {"name": "model time (s)", "values": [f["usage"]["model_s"] for f in figures]},
     ]
     names: list[str] = []
     for evaluation in evaluations:
@@ -289,7 +399,7 @@ def _metric_table(evaluations: list[Evaluation]) -> list[dict[str, Any]]:
         for name, value in metrics.items():
             if name == "avg_metrics" and isinstance(value, dict):
                 names.extend(f"avg_metrics.{k}" for k in value if f"avg_metrics.{k}" not in names)
-            elif isinstance(value, int | float) and name not in names:
+            elif isinstance(value, int | float) and name not in names and name != "avg_reward":
                 names.append(name)
     for name in names:
         values = []
@@ -317,16 +427,10 @@ def compare_page(
     limit: int,
     public_url: str,
 ) -> dict[str, Any]:
-    """Two or more evaluations of one environment side by side, and per-example rewards.
-
-    Examples are paged by id (`after` = the last id shown), so every page costs the same.
+    """Evaluations of one environment: the paired difference of the first two, then
+    per-example mean rewards with B - A, paged by example id (`after` = the last shown).
     """
-    ids = list(dict.fromkeys(i for i in evaluation_ids if i))
-    if not 2 <= len(ids) <= COMPARE_MAX:
-        raise BadRequest(
-            f"Compare needs 2 to {COMPARE_MAX} distinct evaluation ids, as ?ids=ID1,ID2.",
-            code="invalid_query",
-        )
+    ids = evaluation_stats.parse_ids(",".join(evaluation_ids))
     evaluations = [service.get_visible(session, principal, i) for i in ids]
     environments = {_environment_of(e) for e in evaluations}
     if len(environments) > 1:
@@ -335,24 +439,54 @@ def compare_page(
             f"{', '.join(sorted(environments))}; pick evaluations of the same environment.",
             code="invalid_query",
         )
-    # One example more than shown tells whether another page follows.
-    rows = service.example_means(session, evaluations, after=after, limit=limit + 1)
-    by_example: dict[int, dict[str, float | None]] = {}
-    for example_id, evaluation_id, mean, _ in rows:
-        by_example.setdefault(example_id, {})[evaluation_id] = mean
+    means = [evaluation_stats.example_means(session, e) for e in evaluations]
+    all_ids = sorted(set().union(*means))
+    start = 0 if after is None else bisect.bisect_right(all_ids, after)
+    page = all_ids[start : start + limit]
     examples = []
-    for example_id in list(by_example)[:limit]:
-        means = [by_example[example_id].get(e.id) for e in evaluations]
-        present = [m for m in means if m is not None]
-        spread = max(present) - min(present) if len(present) > 1 else 0.0
-        examples.append({"example_id": example_id, "means": means, "spread": spread})
-    has_more = len(by_example) > limit
+    for example_id in page:
+        row_means = [m.get(example_id) for m in means]
+        a, b = row_means[0], row_means[1]
+        present = [m for m in row_means if m is not None]
+        examples.append(
+            {
+                "example_id": example_id,
+                "means": row_means,
+                "diff": None if a is None or b is None else b - a,
+                "spread": max(present) - min(present) if len(present) > 1 else None,
+            }
+        )
+    has_more = start + limit < len(all_ids)
     return {
         "environment": environments.pop(),
-        "evaluations": [evaluation_row(e, public_url) for e in evaluations],
-        "metrics": _metric_table(evaluations),
+        "evaluations": [evaluation_row(e, public_url, session) for e in evaluations],
+        "paired": evaluation_stats.paired(session, evaluations[0], evaluations[1], listed=50),
+        "covers": evaluation_stats.MEAN_COVERS,
+        "metrics": _metric_table(session, evaluations),
         "examples": examples,
         "after": after,
         "limit": limit,
-        "next_after": examples[-1]["example_id"] if has_more and examples else None,
+        "next_after": page[-1] if has_more and page else None,
     }
+
+
+def example_side_by_side(
+    session: Session,
+    principal: Principal,
+    evaluation_ids: list[str],
+    example_id: int,
+    public_url: str,
+) -> dict[str, Any]:
+    """One example's rollouts in each evaluation, transcripts side by side."""
+    ids = evaluation_stats.parse_ids(",".join(evaluation_ids))
+    evaluations = [service.get_visible(session, principal, i) for i in ids]
+    columns = []
+    for evaluation in evaluations:
+        rows = service.list_sample_rows(session, evaluation, limit=20, example_id=example_id)
+        columns.append(
+            {
+                "evaluation": evaluation_row(evaluation, public_url),
+                "samples": [_sample_detail(s) for s in rows],
+            }
+        )
+    return {"example_id": example_id, "columns": columns, "ids": ",".join(ids)}

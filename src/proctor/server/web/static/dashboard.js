@@ -1,6 +1,135 @@
-// Optional niceties; every page works without this script.
-// Keep the hosted log scrolled to its end while the run is live (the page refreshes itself).
+// The dashboard's script: live updates in place, sortable tables, following the hosted log.
+// Every page works without it (each is complete as served); this only keeps it current.
 (function () {
+  "use strict";
+
+  function text(el, value) { if (el && el.textContent !== value) { el.textContent = value; } }
+  function num(value, digits) {
+    if (value === null || value === undefined) { return "\u2013"; }
+    if (Number.isInteger(value)) { return value.toLocaleString("en-US"); }
+    return value.toFixed(digits === undefined ? 3 : digits);
+  }
+  function seconds(value) {
+    if (value === null || value === undefined) { return "\u2013"; }
+    if (value < 1) { return Math.round(value * 1000) + " ms"; }
+    if (value < 120) { return value.toFixed(1) + " s"; }
+    var m = Math.floor(value / 60), h = Math.floor(m / 60);
+    return h ? h + "h " + String(m % 60).padStart(2, "0") + "m"
+             : m + "m " + String(Math.floor(value % 60)).padStart(2, "0") + "s";
+  }
+  var STATUS = { PENDING: "pending", RUNNING: "running", PROCESSING: "running", COMPLETED: "ok",
+    FAILED: "bad", CANCELLED: "muted", TIMEOUT: "bad" };
+  function status(cell, value) {
+    var badge = cell && cell.querySelector(".status");
+    if (!badge || badge.textContent === value) { return; }
+    badge.textContent = value;
+    badge.className = "status " + (STATUS[value] || "muted");
+  }
+  function mean(cell, m) {
+    if (!cell || !m) { return; }
+    var shape = cell.querySelector(".shape"), value = cell.querySelector(".mean");
+    if (!value || m.mean === null) { return; }
+    text(value, num(m.mean));
+    var pm = cell.querySelector(".pm");
+    if (pm && m.half_width !== null) { text(pm, "\u00b1 " + num(m.half_width)); }
+    if (shape) {
+      text(shape, num(m.n_examples) + " \u00d7 " + m.rollouts +
+        (m.n_errored ? ", " + num(m.n_errored) + " errored" : ""));
+    }
+  }
+
+  // The list: patch each row's status, samples and mean; selections and typed filters stay.
+  function patchList(data) {
+    data.evaluations.forEach(function (e) {
+      var row = document.querySelector('tr[data-id="' + CSS.escape(e.id) + '"]');
+      if (!row) { return; }
+      status(row.querySelector('[data-field="status"]'), e.status);
+      text(row.querySelector('[data-field="samples"]'), num(e.samples));
+      mean(row.querySelector('[data-field="mean"]'), e.mean_reward);
+    });
+    return data.live;
+  }
+
+  // An evaluation: header figures, progress, the headline, and the new part of the log.
+  function patchEvaluation(data) {
+    var ev = data.evaluation, p = data.progress;
+    document.querySelectorAll('[data-field="status"]').forEach(function (c) { status(c, ev.status); });
+    text(document.querySelector('dd[data-field="samples"]'), num(ev.total_samples));
+    text(document.querySelector('[data-field="headline"]'), data.stats.headline);
+    text(document.querySelector('[data-field="errored"]'), num(data.mean.n_errored));
+    mean(document.querySelector('td[data-field="mean"]'), data.mean);
+    text(document.querySelector('[data-field="tokens"]'), num(data.stats.usage.prompt_tokens) +
+      " prompt + " + num(data.stats.usage.completion_tokens) + " completion");
+    var bar = document.querySelector('[data-field="progress-bar"]');
+    if (bar && p.expected) { bar.max = p.expected; bar.value = p.done; }
+    text(document.querySelector('[data-field="progress-text"]'),
+      num(p.done) + (p.expected ? " of " + num(p.expected) : "") + " samples");
+    text(document.querySelector('[data-field="elapsed"]'), seconds(p.elapsed_s));
+    text(document.querySelector('[data-field="eta"]'), seconds(p.eta_s));
+    var log = document.getElementById("hosted-logs");
+    if (log && data.logs !== null) {
+      if (data.logs_reset || log.dataset.length === "0") { log.textContent = data.logs; }
+      else if (data.logs) { log.appendChild(document.createTextNode(data.logs)); }
+      if (data.logs_length !== null) { log.dataset.length = String(data.logs_length); }
+      if (data.logs) { log.scrollTop = log.scrollHeight; }
+    }
+    return ev.live;
+  }
+
+  function poll() {
+    var period = Number(document.body.dataset.pollS || 0) * 1000;
+    if (!period) { return; }
+    var patch = document.getElementById("evaluations") ? patchList
+      : (document.querySelector(".eval-header") ? patchEvaluation : null);
+    if (!patch) { return; }
+    function tick() {
+      var url = new URL(window.location.href);
+      url.searchParams.set("format", "json");
+      var log = document.getElementById("hosted-logs");
+      if (log) { url.searchParams.set("logs_from", log.dataset.length || "0"); }
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (data) {
+          var live = data ? patch(data) : true;
+          if (live) { window.setTimeout(tick, period); }
+          else { var note = document.getElementById("live-note"); if (note) { note.remove(); } }
+        })
+        .catch(function () { window.setTimeout(tick, period * 2); });
+    }
+    window.setTimeout(tick, period);
+  }
+
+  // Tables with class "sortable": click a heading to sort by it (numbers by data-value).
+  function sortable(table) {
+    table.querySelectorAll("thead th").forEach(function (th, index) {
+      th.classList.add("sort-key");
+      th.tabIndex = 0;
+      th.setAttribute("role", "button");
+      function sort() {
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        var up = th.dataset.dir !== "asc";
+        table.querySelectorAll("thead th").forEach(function (o) { delete o.dataset.dir; o.removeAttribute("aria-sort"); });
+        th.dataset.dir = up ? "asc" : "desc";
+        th.setAttribute("aria-sort", up ? "ascending" : "descending");
+        function key(row) {
+          var cell = row.cells[index], v = cell ? cell.dataset.value : "";
+          return v === "" || v === undefined ? null : Number(v);
+        }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b);
+          if (x === null) { return y === null ? 0 : 1; }  // missing values last, both ways
+          if (y === null) { return -1; }
+          return up ? x - y : y - x;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      }
+      th.addEventListener("click", sort);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sort(); } });
+    });
+  }
+
   var log = document.getElementById("hosted-logs");
   if (log && log.dataset.follow === "yes") { log.scrollTop = log.scrollHeight; }
+  document.querySelectorAll("table.sortable").forEach(sortable);
+  poll();
 })();
