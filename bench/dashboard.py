@@ -1,15 +1,18 @@
-"""Benchmark of the web dashboard: page latency with an evaluation of 100,000 samples.
+"""Benchmark of the web dashboard and the statistics API: latency at 100,000+ samples.
 
 Seeds a database directly through the evaluations repository (the same insert the samples
 endpoint uses; going through HTTP would only make seeding slower and is not what is
 measured): one evaluation of `--samples` samples (~1.2 KB each, a tool-call transcript,
 `--rollouts` rollouts per example, 3% errored), plus a second evaluation of the same
 environment for compare. Then starts `proctor server` on that database as a subprocess on
-loopback, signs in through `/login`, and times each page one request at a time.
+loopback, signs in through `/login`, and times each page one request at a time, and the
+statistics endpoints (`/api/v1/evaluations/{id}/stats`, `/api/v1/evaluations/compare`).
 
 Figures are the server's own time per page (its `Server-Timing` header) and the client's
-wall time over loopback. The first request of each page is reported apart ("cold") and
-excluded from p50/p99.
+wall time over loopback (API endpoints have no `Server-Timing`: their wall time bounds the
+server's). The first request of each page is reported apart ("cold") and excluded from
+p50/p99. Evaluations are seeded as COMPLETED without the finalize task, so the first view
+pays for the statistics a real run computes when it finalizes.
 
 Usage: .venv/bin/python bench/dashboard.py [--samples 100000] [--repeat 30]
        [--database-url postgresql://...] [--out bench/results/dashboard.md [--append]]
@@ -125,7 +128,8 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
             repository.insert_samples(session, rows)
             evaluation = repository.get(session, evaluation_id)
             assert evaluation is not None
-            rewards = [r["reward"] for r in rows]
+            # The counters count scored samples only, as the samples endpoint does.
+            rewards = [r["reward"] for r in rows if not r["has_error"]]
             evaluation.total_samples = seq
             evaluation.reward_sum += sum(rewards)
             evaluation.reward_count += len(rewards)
@@ -147,7 +151,9 @@ def _percentiles(times: list[float]) -> tuple[float, float, float]:
     return cold, statistics.median(warm), warm[min(len(warm) - 1, round(0.99 * (len(warm) - 1)))]
 
 
-def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
+def measure(
+    client: httpx.Client, path: str, repeat: int, headers: dict[str, str] | None = None
+) -> dict[str, float | None]:
     """Cold time and p50/p99 (ms) of GET `path` (`{i}` in it is replaced by the attempt).
 
     Both the client's wall time and the server's own time (its `Server-Timing` header).
@@ -155,14 +161,23 @@ def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
     wall, server = [], []
     for attempt in range(repeat + 1):
         started = time.perf_counter()
-        response = client.get(path.replace("{i}", str(attempt)))
+        response = client.get(path.replace("{i}", str(attempt)), headers=headers)
         wall.append((time.perf_counter() - started) * 1000)
         if response.status_code != 200:
             raise SystemExit(f"GET {path} answered {response.status_code}: {response.text[:300]}")
-        server.append(float(response.headers["server-timing"].partition("dur=")[2]))
-    figures = dict(zip(("cold", "p50", "p99"), _percentiles(wall), strict=True))
-    figures.update(zip(("s_cold", "s_p50", "s_p99"), _percentiles(server), strict=True))
+        timing = response.headers.get("server-timing")
+        if timing:
+            server.append(float(timing.partition("dur=")[2]))
+    figures: dict[str, float | None] = dict(
+        zip(("cold", "p50", "p99"), _percentiles(wall), strict=True)
+    )
+    server_figures = _percentiles(server) if server else (None, None, None)
+    figures.update(zip(("s_cold", "s_p50", "s_p99"), server_figures, strict=True))
     return figures
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def main() -> None:
@@ -236,15 +251,28 @@ def main() -> None:
                     f"compare (2 x {args.samples:,}, page 1)": f"/compare?ids={big},{other}",
                 }
                 results = {name: measure(client, path, args.repeat) for name, path in pages.items()}
+                bearer = {"Authorization": f"Bearer {KEY}", "Cookie": ""}
+                api = {
+                    "stats API": f"/api/v1/evaluations/{big}/stats",
+                    "stats API, new pass threshold each time (uncached)": (
+                        f"/api/v1/evaluations/{big}/stats?pass_threshold=0.8{{i}}"
+                    ),
+                    f"compare API (2 x {args.samples:,}, paired)": (
+                        f"/api/v1/evaluations/compare?ids={big},{other}"
+                    ),
+                }
+                for name, path in api.items():
+                    results[name] = measure(client, path, args.repeat, headers=bearer)
         finally:
             server.stop()
 
     backend = "PostgreSQL" if args.database_url else "SQLite"
     lines = [
-        f"# Dashboard page latency, {args.samples:,} samples per evaluation ({backend})",
+        f"# Dashboard and statistics latency, {args.samples:,} samples per evaluation ({backend})",
         "",
         f"Command: `.venv/bin/python bench/dashboard.py --samples {args.samples} "
-        f"--repeat {args.repeat}{' --database-url ...' if args.database_url else ''}`",
+        f"--rollouts {args.rollouts} --repeat {args.repeat}"
+        f"{' --database-url ...' if args.database_url else ''}`",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, "
         f"{platform.system()}; seeding through the repository (not timed here)"
         + ("; VACUUM ANALYZE after seeding." if args.database_url else "."),
@@ -254,13 +282,14 @@ def main() -> None:
         f"Load average while it ran: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
         "(other work shared the machine).",
         "",
-        "| page | server cold ms | server p50 ms | server p99 ms | wall p50 ms | wall p99 ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| page | server cold ms | server p50 ms | server p99 ms | wall cold ms | wall p50 ms "
+        "| wall p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, f in results.items():
         lines.append(
-            f"| {name} | {f['s_cold']:.1f} | {f['s_p50']:.1f} | {f['s_p99']:.1f} "
-            f"| {f['p50']:.1f} | {f['p99']:.1f} |"
+            f"| {name} | {_ms(f['s_cold'])} | {_ms(f['s_p50'])} | {_ms(f['s_p99'])} "
+            f"| {_ms(f['cold'])} | {_ms(f['p50'])} | {_ms(f['p99'])} |"
         )
     report = "\n".join(lines) + "\n"
     print(report)

@@ -34,6 +34,35 @@ def _watch(page: Page) -> list[str]:
     return problems
 
 
+CONTRAST = """
+(selectors) => {
+  const rgb = (c) => c.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length < 4 || c[3] > 0) { return c; }
+    }
+    return [255, 255, 255];
+  };
+  const worst = [];
+  for (const sel of selectors) {
+    for (const el of document.querySelectorAll(sel)) {
+      if (!el.textContent.trim() || !el.getClientRects().length) { continue; }
+      const a = lum(rgb(getComputedStyle(el).color)), b = lum(background(el));
+      const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+      if (ratio < 4.5) { worst.push(sel + ' "' + el.textContent.trim().slice(0, 20) + '" ' + ratio.toFixed(2)); }
+    }
+  }
+  return worst;
+}
+"""
+TEXT = [".status", ".hint", ".pm", ".shape", "a", "td", "th", ".tag", "small", "button", "dt"]
+
+
 def _signed_in(browser: Browser, platform: Platform, key: str, **options: Any) -> Page:
     context = browser.new_context(**options)
     page = context.new_page()
@@ -71,6 +100,9 @@ def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
     assert page.is_checked(f"input[value='{ids['alice-calc-b']}']")
     assert page.input_value("input[name=model]") == "demo-"
     _shot(page, "11-live-list")
+    for path in ("/evaluations", f"/evaluations/{ids['alice-calc']}"):
+        page.goto(platform.url + path)
+        assert page.evaluate(CONTRAST, TEXT) == [], path  # WCAG AA, light
     assert problems == []
 
 
@@ -139,6 +171,7 @@ def test_phone_width_dark_mode_csp_and_markdown_as_text(
     }
     for name, path in pages.items():
         page.goto(platform.url + path)
+        assert page.evaluate(CONTRAST, TEXT) == [], name  # WCAG AA, dark
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, (name, width)
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")

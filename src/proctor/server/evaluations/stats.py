@@ -71,7 +71,9 @@ def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict
     reward["n_errored"] = repository.count_errored(session, evaluation.id)
     reward["half_width"] = estimate.half_width
     reward["naive_se"] = moments.naive_se()
-    usage = repository.usage_totals(session, evaluation.id)
+    usage = _cached(
+        ("usage", *_state(evaluation)), lambda: repository.usage_totals(session, evaluation.id)
+    )
     return {
         "evaluation_id": evaluation.id,
         "status": evaluation.status,
@@ -118,7 +120,10 @@ def paired(
 
     `listed` caps the one-sided example ids returned (their counts are always exact).
     """
-    result = stats.paired(example_means(session, baseline), example_means(session, candidate))
+    result = _cached(
+        ("paired", *_state(baseline), *_state(candidate)),
+        lambda: stats.paired(example_means(session, baseline), example_means(session, candidate)),
+    )
     return {
         "baseline": baseline.id,
         "candidate": candidate.id,
@@ -140,6 +145,14 @@ def paired(
             "example_ids": result.only_candidate[:listed],
         },
     }
+
+
+def example_ids(session: Session, evaluations: list[Evaluation]) -> list[int]:
+    """The sorted ids of the examples any of these evaluations scored (cached)."""
+    key = ("ids", *(part for e in evaluations for part in _state(e)))
+    return _cached(
+        key, lambda: sorted(set().union(*(example_means(session, e) for e in evaluations)))
+    )
 
 
 def parse_ids(text: str) -> list[str]:

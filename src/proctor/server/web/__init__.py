@@ -1,8 +1,11 @@
 """The web dashboard: server-rendered pages over the evaluations service.
 
 Pages: `/login`, `/logout`, `/evaluations` (list), `/evaluations/{id}`,
-`/evaluations/{id}/samples`, `/evaluations/{id}/samples/{sample_id}`, `/compare?ids=a,b`.
-Each answers its JSON twin with `?format=json`.
+`/evaluations/{id}/samples`, `/evaluations/{id}/sample?id=...` (any id; also
+`/evaluations/{id}/samples/{sample_id}`), `/compare?ids=a,b`,
+`/compare/example?ids=a,b&example=N`; `POST /evaluations/{id}/cancel` for hosted runs.
+Each page answers its JSON twin with `?format=json`; live pages poll it and patch
+themselves in place.
 """
 
 from proctor.server.web.routes import router

@@ -440,7 +440,7 @@ def compare_page(
             code="invalid_query",
         )
     means = [evaluation_stats.example_means(session, e) for e in evaluations]
-    all_ids = sorted(set().union(*means))
+    all_ids = evaluation_stats.example_ids(session, evaluations)
     start = 0 if after is None else bisect.bisect_right(all_ids, after)
     page = all_ids[start : start + limit]
     examples = []
