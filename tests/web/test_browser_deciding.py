@@ -54,7 +54,8 @@ CONTRAST = """
       if (!el.textContent.trim() || !el.getClientRects().length) { continue; }
       const a = lum(rgb(getComputedStyle(el).color)), b = lum(background(el));
       const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-      if (ratio < 4.5) { worst.push(sel + ' "' + el.textContent.trim().slice(0, 20) + '" ' + ratio.toFixed(2)); }
+      const what = sel + ' "' + el.textContent.trim().slice(0, 20) + '" ';
+      if (ratio < 4.5) { worst.push(what + ratio.toFixed(2)); }
     }
   }
   return worst;
