@@ -39,6 +39,11 @@ SETTABLE_STATUSES = (Status.FAILED, Status.CANCELLED)
 FINALIZED_STATUSES = (Status.PROCESSING, Status.COMPLETED)
 # No longer open to a run attaching to it: finalizing, finalized or failed.
 UNATTACHABLE_STATUSES = frozenset(Status) - OPEN_STATUSES
+# Taking no new samples: once finalize started the statistics are fixed (replays succeed).
+INGEST_CLOSED_STATUSES = frozenset({*FINALIZED_STATUSES, *TERMINAL_STATUSES})
+# What a run's own reopen (`--resume`, a proctor extension) may revive: its crash (RUNNING)
+# or its own closing; COMPLETED, PROCESSING and TIMEOUT stay as they are.
+REOPENABLE_STATUSES = frozenset({Status.RUNNING, Status.FAILED, Status.CANCELLED})
 
 RunStatus = Literal["completed", "failed", "cancelled"]
 """How a client's run ended (`Run.finish(status=...)`); not a platform `Status`."""

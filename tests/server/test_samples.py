@@ -6,6 +6,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from proctor.server.boundary import page_max
 from tests.server.conftest import Api
 
@@ -136,14 +138,89 @@ def test_bodies_over_the_cap_answer_413(api: Api) -> None:
     assert api.get(f"/evaluations/{evaluation_id}").json()["total_samples"] == 0
 
 
-def test_closed_runs_take_no_samples_but_completed_ones_do(api: Api) -> None:
+def test_closed_runs_take_no_new_samples_but_replays_succeed(api: Api) -> None:
     failed = api.create()
     api.put(f"/evaluations/{failed}", json={"status": "FAILED"})
     response = post_samples(api, failed, [{"sample_id": "late"}])
     assert response.status_code == 409
+    assert response.json()["error"]["code"] == "evaluation_closed"
     completed = api.create()
+    post_samples(api, completed, [{"sample_id": "a", "reward": 1.0}])
     api.post(f"/evaluations/{completed}/finalize", json={})
-    assert post_samples(api, completed, [{"sample_id": "pushed-again"}]).status_code == 200
+    before = api.get(f"/evaluations/{completed}").json()
+    refused = post_samples(api, completed, [{"sample_id": "a"}, {"sample_id": "new", "reward": 0}])
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "evaluation_closed"
+    replay = post_samples(api, completed, [{"sample_id": "a", "reward": 1.0}])
+    assert replay.status_code == 200 and replay.json()["inserted"] == 0
+    after = api.get(f"/evaluations/{completed}").json()
+    assert after["status"] == "COMPLETED"
+    assert (
+        (after["total_samples"], after["avg_score"])
+        == (1, 1.0)
+        == (
+            before["total_samples"],
+            before["avg_score"],
+        )
+    )
+    assert [s["sample_id"] for s in stored(api, completed)] == ["a"]
+
+
+def test_rewards_that_overflow_their_sum_give_a_null_mean_never_infinity(api: Api) -> None:
+    evaluation_id = api.create()
+    response = post_samples(
+        api,
+        evaluation_id,
+        [{"sample_id": "a", "reward": 1e308}, {"sample_id": "b", "reward": 1e308}],
+    )
+    assert response.status_code == 200, response.text
+    api.post(f"/evaluations/{evaluation_id}/finalize", json={})
+    for path in (f"/evaluations/{evaluation_id}", "/evaluations/"):
+        text = api.get(path).text
+        assert "Infinity" not in text and "NaN" not in text
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"{path} emitted {c}"))
+    record = api.get(f"/evaluations/{evaluation_id}").json()
+    assert record["avg_score"] is None and record["max_score"] == 1e308
+    huge = post_samples(api, evaluation_id, [{"sample_id": "c", "reward": 10**400}])
+    assert huge.status_code == 422 and "samples[0].reward" in huge.json()["error"]["message"]
+
+
+def test_reopen_revives_a_runs_own_closing_and_counts_attempts(api: Api) -> None:
+    evaluation_id = api.create()
+    api.put(f"/evaluations/{evaluation_id}", json={"status": "CANCELLED"})
+    answer = api.post(f"/evaluations/{evaluation_id}/reopen")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"evaluation_id": evaluation_id, "status": "RUNNING", "attempts": 2}
+    assert post_samples(api, evaluation_id, [{"sample_id": "x"}]).status_code == 200
+    api.post(f"/evaluations/{evaluation_id}/finalize", json={})
+    closed = api.post(f"/evaluations/{evaluation_id}/reopen")
+    assert closed.status_code == 409 and closed.json()["error"]["code"] == "evaluation_closed"
+    assert api.get(f"/evaluations/{evaluation_id}").json()["attempts"] == 2
+
+
+def test_sample_ids_page_through_what_is_stored(api: Api) -> None:
+    evaluation_id = api.create()
+    post_samples(api, evaluation_id, [{"sample_id": f"s{i}"} for i in range(25)])
+    ids: list[str] = []
+    after: int | None = 0
+    while after is not None:
+        page = api.get(
+            f"/evaluations/{evaluation_id}/sample_ids", params={"after": after, "limit": 10}
+        ).json()
+        ids += page["sample_ids"]
+        after = page["next_after"]
+        assert page["total"] == 25
+    assert ids == [f"s{i}" for i in range(25)]
+
+
+def test_a_create_replayed_with_its_idempotency_key_makes_one_evaluation(api: Api) -> None:
+    body = {"name": "offline", "environments": [], "tags": []}
+    first = api.post("/evaluations/", json=body, headers={"Idempotency-Key": "run-dir-key-1"})
+    again = api.post("/evaluations/", json=body, headers={"Idempotency-Key": "run-dir-key-1"})
+    other = api.post("/evaluations/", json=body, headers={"Idempotency-Key": "run-dir-key-2"})
+    assert first.status_code == again.status_code == 201
+    assert first.json()["evaluation_id"] == again.json()["evaluation_id"]
+    assert other.json()["evaluation_id"] != first.json()["evaluation_id"]
 
 
 def test_concurrent_writers_get_dense_sequence_numbers(api: Api) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, BackgroundTasks, Query, Response
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Response
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
 from proctor.server.boundary import page_max
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
+from proctor.server.errors import InvalidInput
 from proctor.server.evaluations import render, samples, service, stats
 from proctor.server.evaluations.schemas import (
     Comparison,
@@ -25,6 +26,8 @@ from proctor.server.evaluations.schemas import (
     EvaluationStats,
     Finalized,
     FinalizeEvaluation,
+    ReopenedEvaluation,
+    SampleIdsPage,
     SamplesAppended,
     SamplesBody,
     SamplesPage,
@@ -49,12 +52,24 @@ def _json(text: str, status_code: int = 200) -> Response:
     openapi_extra=body_schema(CreateEvaluation),
 )
 def create_evaluation(
-    principal: CurrentPrincipal, body: JsonBody, session: WriteSession, settings: SettingsDep
+    principal: CurrentPrincipal,
+    body: JsonBody,
+    session: WriteSession,
+    settings: SettingsDep,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=200)
+    ] = None,
 ) -> CreatedEvaluation:
-    """Create an evaluation (status RUNNING)."""
+    """Create an evaluation (status RUNNING); a replayed Idempotency-Key returns the first."""
     payload = validate(CreateEvaluation, body.value)
+    if idempotency_key is not None and "\x00" in idempotency_key:
+        raise InvalidInput("The Idempotency-Key header may not contain NUL; send another key.")
     evaluation = service.create_evaluation(
-        session, principal, payload, metadata_raw=body.raw.get("metadata")
+        session,
+        principal,
+        payload,
+        metadata_raw=body.raw.get("metadata"),
+        create_key=idempotency_key,
     )
     return CreatedEvaluation(
         evaluation_id=evaluation.id,
@@ -236,4 +251,30 @@ def finalize_evaluation(
         status=evaluation.status,
         viewer_url=render.viewer_url(settings.resolved_public_url(), evaluation.id),
         message="Finalized; statistics are computed in the background.",
+    )
+
+
+@router.get("/{evaluation_id}/sample_ids", response_model=SampleIdsPage)
+def list_sample_ids(
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    after: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Query(ge=1, le=samples.ID_PAGE_LIMIT_MAX)] = 10_000,
+) -> SampleIdsPage:
+    """The ids of the samples stored, in arrival order (extension: `proctor runs sync`)."""
+    ids, next_after, total = samples.sample_ids_page(
+        session, principal, evaluation_id, after=after, limit=limit
+    )
+    return SampleIdsPage(sample_ids=ids, next_after=next_after, total=total)
+
+
+@router.post("/{evaluation_id}/reopen", response_model=ReopenedEvaluation)
+def reopen_evaluation(
+    evaluation_id: str, principal: CurrentPrincipal, session: WriteSession
+) -> ReopenedEvaluation:
+    """RUNNING again for a resumed run (extension); 409 when COMPLETED or launcher-owned."""
+    evaluation = service.reopen(session, principal, evaluation_id)
+    return ReopenedEvaluation(
+        evaluation_id=evaluation.id, status=evaluation.status, attempts=evaluation.attempts
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,11 @@ from proctor.server.db.models import Evaluation
 def _time(value: datetime | None) -> str | None:
     value = as_utc(value)
     return None if value is None else value.isoformat()
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no NaN or Infinity: an unrepresentable number is rendered as null.
+    return value if value is not None and math.isfinite(value) else None
 
 
 def viewer_url(public_url: str, evaluation_id: str) -> str:
@@ -40,9 +46,9 @@ def record_fields(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
         "tags": evaluation.tags,
         "metrics": evaluation.metrics,
         "total_samples": evaluation.total_samples,
-        "avg_score": evaluation.avg_score,
-        "min_score": evaluation.min_score,
-        "max_score": evaluation.max_score,
+        "avg_score": _finite(evaluation.avg_score),
+        "min_score": _finite(evaluation.min_score),
+        "max_score": _finite(evaluation.max_score),
         "is_hosted": evaluation.is_hosted,
         "is_public": evaluation.is_public,
         "team_id": evaluation.team_id,
@@ -54,6 +60,7 @@ def record_fields(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
         "started_at": _time(evaluation.started_at),
         "completed_at": _time(evaluation.completed_at),
         "finalized_at": _time(evaluation.finalized_at),
+        "attempts": evaluation.attempts,
     }
 
 

@@ -133,6 +133,42 @@ def insert_samples(session: Session, rows: list[dict[str, Any]]) -> set[str]:
     return set(result.scalars())
 
 
+def stored_sample_ids(session: Session, evaluation_id: str, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` the evaluation already holds."""
+    found: set[str] = set()
+    # Chunks keep the IN list within every database's parameter limit.
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        found.update(
+            session.scalars(
+                select(Sample.sample_id).where(
+                    Sample.evaluation_id == evaluation_id, Sample.sample_id.in_(chunk)
+                )
+            )
+        )
+    return found
+
+
+def sample_id_page(
+    session: Session, evaluation_id: str, *, after_seq: int, limit: int
+) -> list[tuple[int, str]]:
+    """`(seq, sample_id)` of up to `limit` samples past `after_seq`, in order."""
+    rows = session.execute(
+        select(Sample.seq, Sample.sample_id)
+        .where(Sample.evaluation_id == evaluation_id, Sample.seq > after_seq)
+        .order_by(Sample.seq)
+        .limit(limit)
+    )
+    return [(int(seq), str(sid)) for seq, sid in rows]
+
+
+def find_created(session: Session, user_id: str, create_key: str) -> Evaluation | None:
+    """The evaluation this user created with this Idempotency-Key, if any."""
+    return session.scalars(
+        select(Evaluation).where(Evaluation.user_id == user_id, Evaluation.create_key == create_key)
+    ).first()
+
+
 def renumber_samples(session: Session, evaluation_id: str, moves: list[tuple[str, int]]) -> None:
     """Give samples new `seq` numbers; `moves` must be in ascending order of new number.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from proctor.contract import CLOSED_STATUSES, SAMPLE_ID_MAX
+from proctor.contract import INGEST_CLOSED_STATUSES, SAMPLE_ID_MAX
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.errors import Conflict, InvalidInput
@@ -28,6 +28,7 @@ from proctor.server.request_body import JsonObjectBody
 INT64 = 2**63
 INT32 = 2**31
 PAGE_LIMIT_MAX = 1000
+ID_PAGE_LIMIT_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,23 @@ def _int_field(sample: dict[str, Any], key: str, index: int, bound: int) -> int 
             f"samples[{index}].{key} must be an integer or null; fix that sample and resend.",
         )
     return value
+
+
+def _reward(value: Any, index: int) -> float | None:
+    """The reward as a float; a non-number, or one no float can hold, is refused."""
+    if value is None:
+        return None
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer literal past 1.8e308
+            number = None
+    if number is None or not math.isfinite(number):
+        raise InvalidInput(
+            f"samples[{index}].reward must be a finite number or null; fix that sample."
+        )
+    return number
 
 
 def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
@@ -77,11 +95,7 @@ def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
             raise InvalidInput(
                 f"samples[{index}].sample_id must be 1 to {SAMPLE_ID_MAX} characters; fix it."
             )
-        reward = sample.get("reward")
-        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
-            raise InvalidInput(
-                f"samples[{index}].reward must be a number or null; fix that sample."
-            )
+        reward = _reward(sample.get("reward"), index)
         example_id = _int_field(sample, "example_id", index, INT64)
         rollout_number = _int_field(sample, "rollout_number", index, INT32)
         if sample_id in seen:
@@ -93,7 +107,7 @@ def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
                 "sample_id": sample_id,
                 "example_id": example_id,
                 "rollout_number": rollout_number,
-                "reward": None if reward is None else float(reward),
+                "reward": reward,
                 "has_error": sample.get("error") not in (None, {}, "", False),
                 "data": raw,
                 "created_at": now,
@@ -109,16 +123,27 @@ def append_samples(
 
     Raises:
         InvalidInput: The batch is malformed (nothing is stored).
-        Conflict: The run is FAILED, CANCELLED or TIMEOUT.
+        Conflict: The run is PROCESSING, COMPLETED, FAILED, CANCELLED or TIMEOUT and the
+            batch holds a sample it does not have (a pure replay answers success).
     """
     principal.require_evaluation(evaluation_id)
     rows = _prepare(evaluation_id, body)
     received = len(body.items_raw or [])
     evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
-    if evaluation.status in CLOSED_STATUSES:
-        raise Conflict(
-            f"Evaluation {evaluation_id} is {evaluation.status}; it takes no more samples.",
-            code="evaluation_closed",
+    if evaluation.status in INGEST_CLOSED_STATUSES:
+        # A closed run's samples and statistics are final; a client replaying what it already
+        # delivered (its ack was lost) is told so with success, anything new is refused.
+        ids = [row["sample_id"] for row in rows]
+        if len(repository.stored_sample_ids(session, evaluation_id, ids)) < len(ids):
+            raise Conflict(
+                f"Evaluation {evaluation_id} is {evaluation.status}; it takes no more samples.",
+                code="evaluation_closed",
+            )
+        return AppendResult(
+            received=received,
+            inserted=0,
+            duplicates=received,
+            total_samples=evaluation.total_samples,
         )
     base = evaluation.total_samples
     for offset, row in enumerate(rows, start=1):
@@ -151,7 +176,7 @@ def append_samples(
             evaluation.max_score = (
                 high if evaluation.max_score is None else max(high, evaluation.max_score)
             )
-            evaluation.avg_score = evaluation.reward_sum / evaluation.reward_count
+            evaluation.avg_score = finite_or_none(evaluation.reward_sum / evaluation.reward_count)
         evaluation.updated_at = utcnow()
     return AppendResult(
         received=received,
@@ -159,6 +184,11 @@ def append_samples(
         duplicates=received - len(fresh),
         total_samples=evaluation.total_samples,
     )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """`value`, or None when it is NaN or infinite (rewards near 1e308 overflow their sum)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def samples_page(
@@ -173,3 +203,14 @@ def samples_page(
         return [], total
     rows = repository.sample_page(session, evaluation_id, first, min(first + limit - 1, total))
     return rows, total
+
+
+def sample_ids_page(
+    session: Session, principal: Principal, evaluation_id: str, *, after: int, limit: int
+) -> tuple[list[str], int | None, int]:
+    """Sample ids with `seq` past `after`, the `after` of the next page (None at the end), total."""
+    evaluation = get_visible(session, principal, evaluation_id)
+    rows = repository.sample_id_page(session, evaluation_id, after_seq=after, limit=limit)
+    last = rows[-1][0] if rows else after
+    next_after = last if rows and last < evaluation.total_samples else None
+    return [sid for _, sid in rows], next_after, evaluation.total_samples

@@ -147,6 +147,8 @@ class EvaluationRecord(BaseModel):
     started_at: str | None
     completed_at: str | None
     finalized_at: str | None
+    attempts: int = 1
+    """How many runs worked on it (a resumed run reopens it: a proctor extension)."""
 
 
 class EvaluationList(BaseModel):
@@ -264,3 +266,20 @@ class Comparison(BaseModel):
 
     evaluations: list[EvaluationStats]
     paired: PairedComparison
+
+
+class ReopenedEvaluation(BaseModel):
+    """Answer of `POST /evaluations/{id}/reopen` (a proctor extension)."""
+
+    evaluation_id: str
+    status: str
+    attempts: int
+
+
+class SampleIdsPage(BaseModel):
+    """Answer of `GET /evaluations/{id}/sample_ids` (a proctor extension)."""
+
+    sample_ids: list[str]
+    next_after: int | None
+    """Pass as `after` for the next page; null on the last one."""
+    total: int

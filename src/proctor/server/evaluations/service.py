@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 from proctor.contract import (
     CLOSED_STATUSES,
     ERROR_MESSAGE_MAX,
+    REOPENABLE_STATUSES,
     SETTABLE_STATUSES,
     TERMINAL_STATUSES,
 )
@@ -101,6 +103,7 @@ def create_evaluation(
     metadata_raw: str | None = None,
     status: str = "RUNNING",
     is_hosted: bool = False,
+    create_key: str | None = None,
 ) -> Evaluation:
     """Create an evaluation owned by the principal's user (and team, if `team_id` is set).
 
@@ -112,9 +115,15 @@ def create_evaluation(
             `metadata` re-encoded (or `{}`).
         status: Initial status: `RUNNING`, or `PENDING` for a hosted run not started yet.
         is_hosted: Whether the hosted launcher runs it.
+        create_key: The request's Idempotency-Key: a create replayed with it (a client that
+            lost the answer, or `proctor runs sync` run twice) returns the first evaluation.
     """
     principal.require_unscoped()
     team_id = check_team(session, principal, payload.team_id)
+    if create_key is not None:
+        earlier = repository.find_created(session, principal.user_id, create_key)
+        if earlier is not None:
+            return earlier
     if metadata_raw is None or payload.metadata is None:
         metadata_raw = "{}" if payload.metadata is None else _encode(payload.metadata)
     now = utcnow()
@@ -138,6 +147,7 @@ def create_evaluation(
         created_at=now,
         updated_at=now,
         started_at=now if status == "RUNNING" else None,
+        create_key=create_key,
         **_environment_fields(session, [ref.model_dump() for ref in payload.environments]),
     )
     repository.add(session, evaluation)
@@ -269,6 +279,39 @@ def finalize(
     return evaluation
 
 
+def reopen(session: Session, principal: Principal, evaluation_id: str) -> Evaluation:
+    """A resumed run takes its evaluation back: RUNNING again, one more attempt (extension).
+
+    Only the run's own closings are undone: RUNNING (its process crashed), FAILED or
+    CANCELLED. A COMPLETED, PROCESSING or TIMEOUT evaluation, and any a launcher owns, stays
+    as it is.
+
+    Raises:
+        Conflict: The evaluation cannot be reopened.
+    """
+    evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
+    if evaluation.is_hosted:
+        raise Conflict(
+            f"Evaluation {evaluation_id} belongs to the hosted launcher; it cannot be reopened. "
+            "Start a new run instead.",
+            code="evaluation_closed",
+        )
+    if evaluation.status not in REOPENABLE_STATUSES:
+        raise Conflict(
+            f"Evaluation {evaluation_id} is {evaluation.status} and cannot be reopened; "
+            "start a new run instead.",
+            code="evaluation_closed",
+        )
+    now = utcnow()
+    evaluation.status = "RUNNING"
+    evaluation.error_message = None
+    evaluation.completed_at = None
+    evaluation.attempts += 1
+    evaluation.updated_at = now
+    logger.info("evaluation %s reopened (attempt %d)", evaluation_id, evaluation.attempts)
+    return evaluation
+
+
 def complete_statistics(db: Database, evaluation_id: str) -> bool:
     """The statistics task: compute the summary of a PROCESSING run and mark it COMPLETED.
 
@@ -279,9 +322,9 @@ def complete_statistics(db: Database, evaluation_id: str) -> bool:
         evaluation = repository.get(session, evaluation_id, for_update=True)
         if evaluation is None or evaluation.status != "PROCESSING":
             return False
-        evaluation.avg_score = (
-            evaluation.reward_sum / evaluation.reward_count if evaluation.reward_count else None
-        )
+        mean = evaluation.reward_sum / evaluation.reward_count if evaluation.reward_count else None
+        # Rewards near the float limit overflow their sum: no mean rather than an infinite one.
+        evaluation.avg_score = mean if mean is not None and math.isfinite(mean) else None
         now = utcnow()
         evaluation.status = "COMPLETED"
         evaluation.completed_at = now
