@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 from pathlib import Path
@@ -109,17 +110,29 @@ def test_attach_to_unreachable_platform_raises(
         _open(tmp_path, attach="some-id")
 
 
-def test_failed_open_without_attach_falls_back_to_a_local_run(
+def test_an_unreachable_platform_makes_an_offline_run_to_sync_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("PROCTOR_API_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("PROCTOR_API_KEY", "pk-anything")
     with caplog.at_level(logging.WARNING, logger="proctor"):
         run, cfg = _open(tmp_path)
-    assert run.id.startswith("local-") and run.url is None
+    assert run.id.startswith("offline-") and run.url is None
     assert cfg["run"]["id"] == run.id
-    assert "continuing without the platform" in caplog.text
+    assert "goes on offline" in caplog.text
     run.log_episodes([make_record(0)])
+    run.finish()
+    assert run.unsynced and run.sync_command() == f"proctor runs sync {tmp_path / 'run'}"
+    state = json.loads((tmp_path / "run" / "platform" / run.id / "run.json").read_text())
+    assert state["pending_create"]["key"] and state["phase"] == "finish_pending"
+
+
+def test_a_refusing_platform_falls_back_to_a_local_run(
+    tmp_path: Path, online: Platform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCTOR_API_KEY", "pk-not-a-key")
+    run, _ = _open(tmp_path)
+    assert run.id.startswith("local-") and not run.unsynced
     run.finish()
     assert not (tmp_path / "run" / "platform").exists()
 

@@ -15,7 +15,8 @@ from proctor.stats import headline
 
 
 def run(argv: list[str]) -> int:
-    """Run `proctor eval`; returns the exit code (0 done, 1 failed, 2 usage, 130 interrupted)."""
+    """Run `proctor eval`; returns the exit code (0 done, 1 failed, 2 usage, 75 done but not
+    all on the platform yet, 130 interrupted)."""
     if any(arg in ("-h", "--help") for arg in argv):
         build_parser().print_help()
         return 0
@@ -29,6 +30,12 @@ def run(argv: list[str]) -> int:
     finally:
         logging.getLogger("proctor").removeHandler(handler)
     print(format_summary(result))
+    if result.sync_command is not None:
+        print(
+            "proctor eval: the platform does not hold every sample of this run yet and the "
+            f"evaluation stays open; finish it with: {result.sync_command}",
+            file=sys.stderr,
+        )
     if result.status == "failed":
         print(f"proctor eval: the run failed: {result.error}", file=sys.stderr)
     elif result.status == "cancelled":

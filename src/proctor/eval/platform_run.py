@@ -6,8 +6,10 @@ attach contract (DESIGN.md) live here, on top of the public `proctor.runs` API:
 | situation                                   | result                                        |
 |---------------------------------------------|-----------------------------------------------|
 | `--no-push`                                 | a local run, nothing sent                     |
-| push, no attach                             | a created run; if that fails, a warning and a |
-|                                             | local run (the eval goes on)                  |
+| push, no attach                             | a created run; platform unreachable: an       |
+|                                             | offline run (`proctor runs sync` uploads it); |
+|                                             | refused (bad key...): a warning, a local run  |
+| push, `--resume` of a pushed run            | the same evaluation, reopened                 |
 | attach with `--no-push`                     | `ConfigError` (exit 2)                        |
 | attach with `PROCTOR_RUNS_MODE=disabled`    | `AttachError`                                 |
 | attach, unknown/closed/unwritable/unreachable | `AttachError`, before any rollout           |
@@ -37,6 +39,11 @@ class PlatformRun(Protocol):
     url: str | None
     """Where the evaluation can be viewed, when it is on a platform."""
     attached: bool
+    unsynced: bool
+    """After finish: the platform does not hold the whole run yet (see `sync_command`)."""
+
+    def sync_command(self) -> str:
+        """The command that finishes the upload of this run."""
 
     def log_episodes(self, records: list[dict[str, Any]]) -> None:
         """Hand finished episodes (`Episode.to_record()` dicts) over; never waits on the network."""
@@ -62,6 +69,11 @@ class LocalRun:
         self.id = id or f"{LOCAL_PREFIX}{uuid.uuid4().hex[:12]}"
         self.url: str | None = None
         self.attached = False
+        self.unsynced = False
+
+    def sync_command(self) -> str:
+        """Nothing to sync: a local run is whole in its directory."""
+        return ""
 
     def log_episodes(self, records: list[dict[str, Any]]) -> None:
         """Nothing to hand over: the trace file is the whole record."""
@@ -92,6 +104,7 @@ def open_platform_run(
     config: dict[str, Any],
     run_dir: Path,
     local_id: str | None = None,
+    resume: bool = False,
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 
@@ -129,7 +142,7 @@ def open_platform_run(
         run = runs.init(id=attach, **common)
     else:
         try:
-            run = runs.init(**common)
+            run = runs.init(**common, resume=resume)
         except ConfigError:
             raise
         except PlatformError as e:

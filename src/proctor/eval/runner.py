@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXIT_CODES: dict[str, int] = {"completed": 0, "failed": 1, "cancelled": 130}
+EXIT_UNSYNCED = 75
+"""A completed run the platform does not hold whole yet (EX_TEMPFAIL: sync it later)."""
 
 
 @dataclass
@@ -50,12 +52,17 @@ class EvalResult:
     error: str | None = None
     signal_name: str | None = None
     """`SIGINT` or `SIGTERM` when the run was stopped by one."""
+    sync_command: str | None = None
+    """Set when the platform does not hold the whole run: the command that finishes it."""
 
     @property
     def exit_code(self) -> int:
-        """0 finished (even with errored rollouts), 1 failed, 130/143 interrupted."""
+        """0 finished (even with errored rollouts), 1 failed, 130/143 interrupted, 75 finished
+        but not all on the platform yet."""
         if self.signal_name == "SIGTERM":
             return 143
+        if self.status == "completed" and self.sync_command is not None:
+            return EXIT_UNSYNCED
         return EXIT_CODES[self.status]
 
 
@@ -223,6 +230,7 @@ class _Run:
                 config=config.saved_form(),
                 run_dir=self.run_dir.path,
                 local_id=self._resumed_id(),
+                resume=config.resume,
             )
         except ProctorError:
             raise
@@ -294,6 +302,7 @@ class _Run:
             stats=self.stats,
             error=error,
             signal_name=self.signal_name,
+            sync_command=platform_run.sync_command() if platform_run.unsynced else None,
         )
 
     async def _rollouts(

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from proctor.errors import APIError, PlatformUnreachable, RetryableAPIError
+from proctor.errors import APIError, PlatformError, PlatformUnreachable, RetryableAPIError
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class PlatformClient:
         json_body: Any = None,
         content: bytes | None = None,
         timeout: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Send one request; return the JSON object answered (`{}` when empty).
 
@@ -119,6 +120,8 @@ class PlatformClient:
                 "Content-Type": "application/json",
                 "Content-Length": str(len(content)),
             }
+        if headers:
+            kwargs["headers"] = {**kwargs.get("headers", {}), **headers}
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)
         try:
@@ -194,6 +197,42 @@ class PlatformClient:
             reraise=True,
         )
         return retrying(self.request, method, path, json_body=json_body)
+
+    def call_until(
+        self,
+        method: str,
+        path: str,
+        *,
+        deadline: float,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        retry_cap: float = 5.0,
+    ) -> dict[str, Any]:
+        """`request`, retrying transient failures with backoff until `deadline` (monotonic).
+
+        The upload policy, for calls that are safe to replay (PUT, finalize, a create that
+        carries an Idempotency-Key): an outage shorter than the time left is ridden out.
+
+        Raises:
+            PlatformError: a refusal, or the last transient failure once time is up.
+        """
+        attempt = 0
+        while True:
+            try:
+                return self.request(
+                    method, path, json_body=json_body, content=content, headers=headers
+                )
+            except PlatformError as e:
+                if not is_transient(e):
+                    raise
+                attempt += 1
+                delay = backoff_delay(attempt, e, cap=retry_cap)
+                if time.monotonic() + delay >= deadline:
+                    raise
+                if attempt == 1:
+                    log.warning("%s %s failed, retrying: %s", method, path, e)
+                time.sleep(delay)
 
     def post_samples(self, evaluation_id: str, body: bytes) -> dict[str, Any]:
         """POST an already-encoded `{"samples": [...]}` body (one attempt)."""

@@ -8,21 +8,28 @@ Sequences (platform-api.md; the same calls the public client makes):
 - close, created run: `PUT {metadata, metrics}`, then `POST /finalize {"metrics"}` when
   completed, else `PUT {"status": "FAILED"|"CANCELLED", "error_message"}` (409 = already closed);
 - close, attached run: `PUT {metrics}` (never metadata), then finalize when completed; a
-  failure status is the launcher's to set.
+  failure status is the launcher's to set;
+- reopen (a resumed run, proctor extension): `POST /evaluations/{id}/reopen`.
+
+Create (with an Idempotency-Key), reopen and close are safe to replay, so each is retried
+under the upload policy (transient failures, with backoff) until its deadline.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proctor.contract import ERROR_MESSAGE_MAX, FAILURE_STATUS, UNATTACHABLE_STATUSES
 from proctor.errors import APIError, AttachError, PlatformError
-from proctor.runs._client import PlatformClient, PlatformUnreachable
+from proctor.runs._client import PlatformClient, PlatformUnreachable, is_transient
 
 log = logging.getLogger(__name__)
 
+CREATE_TIMEOUT_S = 5.0
+"""How long opening a run rides out an outage before the run goes on offline."""
 
 def create_evaluation(
     client: PlatformClient,
@@ -32,18 +39,29 @@ def create_evaluation(
     model: str,
     config: Mapping[str, Any] | None,
     team_id: str | None,
+    key: str,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Create an evaluation; return the platform's answer (`evaluation_id`, `viewer_url`).
 
+    `key` is sent as the Idempotency-Key: a retry, or a later `proctor runs sync` of the same
+    run directory, gets the evaluation the first create made.
+
     Raises:
-        PlatformError: the platform refused or could not be reached (message names the fix).
+        PlatformUnreachable: no answer, or only transient ones, until `deadline` (the run
+            can go on offline and be synced later).
+        PlatformError: the platform refused (message names the fix).
     """
     team = {"team_id": team_id} if team_id else {}
+    until = deadline if deadline is not None else time.monotonic() + CREATE_TIMEOUT_S
     try:
         refs = []
         for env in environments:
-            answer = client.call(
-                "POST", "/environmentshub/resolve", json_body={"name": env, **team}
+            answer = client.call_until(
+                "POST",
+                "/environmentshub/resolve",
+                json_body={"name": env, **team},
+                deadline=until,
             )
             env_id = (answer.get("data") or answer).get("id")
             if not env_id:
@@ -59,18 +77,22 @@ def create_evaluation(
             "metadata": dict(config or {}),
             **team,
         }
-        created = client.call(
+        created = client.call_until(
             "POST",
             "/evaluations/",
             json_body={k: v for k, v in body.items() if v is not None},
-            replayable=False,
+            headers={"Idempotency-Key": key},
+            deadline=until,
         )
-    except PlatformUnreachable as e:
-        raise PlatformError(
-            f"cannot create an evaluation: the platform at {client.api_url} is unreachable "
-            "(check PROCTOR_API_URL and that the server is running)"
-        ) from e
-    except APIError as e:
+    except PlatformError as e:
+        if is_transient(e):
+            raise PlatformUnreachable(
+                f"cannot create an evaluation: the platform at {client.api_url} is unreachable "
+                f"({e}); check PROCTOR_API_URL and that the server is running",
+                connected=True,
+            ) from e
+        if not isinstance(e, APIError):
+            raise
         hint = (
             "set PROCTOR_API_KEY to a valid key"
             if e.status_code in (401, 403)
@@ -126,6 +148,17 @@ def check_attachable(client: PlatformClient, evaluation_id: str) -> dict[str, An
     return record
 
 
+def reopen_evaluation(client: PlatformClient, evaluation_id: str, *, deadline: float) -> int:
+    """Take back an evaluation an earlier attempt of this run left or closed; return attempts.
+
+    Raises:
+        APIError: 409 when it is COMPLETED, TIMEOUT or a launcher's (start a new one).
+        PlatformError: unreachable until `deadline`, or another refusal.
+    """
+    answer = client.call_until("POST", f"/evaluations/{evaluation_id}/reopen", deadline=deadline)
+    return int(answer.get("attempts") or 0)
+
+
 def close_evaluation(
     client: PlatformClient,
     evaluation_id: str,
@@ -135,20 +168,23 @@ def close_evaluation(
     error: str | None,
     summary: Mapping[str, Any],
     metadata: Mapping[str, Any] | None,
+    deadline: float,
 ) -> str:
     """Write the summary and close the evaluation as the rules say; return what was done.
 
     Raises:
-        PlatformError: a call failed (after retries of transient failures).
+        PlatformError: a call was refused, or failed until `deadline`.
     """
     path = f"/evaluations/{evaluation_id}"
     update: dict[str, Any] = {"metrics": dict(summary)}
     if not attached:
         update = {"metadata": dict(metadata or {}), **update}
-    client.call("PUT", path, json_body=update)
+    client.call_until("PUT", path, json_body=update, deadline=deadline)
     if status == "completed":
         try:
-            client.call("POST", f"{path}/finalize", json_body={"metrics": dict(summary)})
+            client.call_until(
+                "POST", f"{path}/finalize", json_body={"metrics": dict(summary)}, deadline=deadline
+            )
         except APIError as e:
             if e.status_code != 409:
                 raise
@@ -161,7 +197,12 @@ def close_evaluation(
     wire_status = FAILURE_STATUS[status]
     message = (error or status)[:ERROR_MESSAGE_MAX]
     try:
-        client.call("PUT", path, json_body={"status": wire_status, "error_message": message})
+        client.call_until(
+            "PUT",
+            path,
+            json_body={"status": wire_status, "error_message": message},
+            deadline=deadline,
+        )
     except APIError as e:
         if e.status_code != 409:
             raise

@@ -6,17 +6,30 @@ import atexit
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from proctor.errors import APIError, AttachError, ConfigError, PlatformError
-from proctor.runs._client import PlatformClient
-from proctor.runs._evaluations import check_attachable, close_evaluation, create_evaluation
+from proctor.runs._client import PlatformClient, PlatformUnreachable, is_transient
+from proctor.runs._evaluations import (
+    check_attachable,
+    create_evaluation,
+    reopen_evaluation,
+)
+from proctor.runs._finish import leave_pending, settle
 from proctor.runs._settings import load_settings
 from proctor.runs._spool import Spool
-from proctor.runs._state import PendingFinish, RunState, RunStatus, spool_dir
+from proctor.runs._state import (
+    PendingCreate,
+    RunState,
+    RunStatus,
+    latest_own_state,
+    retire_state,
+    spool_dir,
+)
 from proctor.runs._summary import SummaryAccumulator
 from proctor.runs._uploader import RunCounters, Uploader, UploaderOptions
 
@@ -26,6 +39,8 @@ OnError = Literal["warn", "raise"]
 
 DEFAULT_FINISH_TIMEOUT_S = 120.0
 EXIT_FINISH_TIMEOUT_S = 30.0
+MIN_CLOSE_S = 15.0
+"""Closing gets at least this long, even when the drain used up the finish timeout."""
 CRASHED = "crashed: process exited without finishing the run"
 _ZERO = RunCounters(0, 0, 0, 0, 0, 0, None)
 
@@ -50,6 +65,7 @@ class Run:
         state: RunState | None = None,
         directory: Path | None = None,
         upload: UploaderOptions | None = None,
+        offline: bool = False,
     ) -> None:
         self.id = id
         """The platform's evaluation id (`local-...` for a disabled run)."""
@@ -64,6 +80,12 @@ class Run:
         self.finish_timeout = finish_timeout
         self.errors: list[str] = []
         """Problems `finish()` met (each also logged)."""
+        self.offline = offline
+        """True when the platform could not be reached at init: records are kept in the
+        run directory and `proctor runs sync` uploads them (the evaluation is created then)."""
+        self.unsynced = False
+        """True after `finish()` when the platform does not hold the whole run yet (closed
+        or not): `sync_command()` finishes it."""
         self._client = client
         self._state = state
         self._acc = SummaryAccumulator()
@@ -89,15 +111,23 @@ class Run:
             with self._uploader_lock:
                 if self._uploader is None:
                     assert self._state is not None and self.directory is not None
-                    self._state.save(self.directory)
+                    self._save_state()
                     self._uploader = Uploader(
                         self._client,
-                        self.id,
+                        None if self.offline else self.id,
                         Spool(self.directory),
                         on_record=self._acc.add,
                         options=self._upload_options,
                     )
         return self._uploader
+
+    def _save_state(self) -> None:
+        # The state is for a later sync; a disk that refuses it must not stop the run.
+        assert self._state is not None and self.directory is not None
+        try:
+            self._state.save(self.directory)
+        except OSError as e:
+            self._problem(f"cannot write {self.directory}/run.json ({e})")
 
     @property
     def finished(self) -> bool:
@@ -167,16 +197,17 @@ class Run:
         if uploader is None or state is None or client is None or self.directory is None:
             return
         wait = self.finish_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         try:
             drained = uploader.drain(wait)
         except BaseException:
             # A second Ctrl-C while draining: leave the finish to `proctor runs sync`.
             uploader.close()
-            state.phase, state.pid = "finish_pending", None
-            state.pending_finish = PendingFinish(
-                status=status, error=error, summary={**self._acc.summary(), **dict(summary or {})}
-            )
-            state.save(self.directory)
+            state.pid = None
+            summary_doc = {**self._acc.summary(), **dict(summary or {})}
+            leave_pending(state, status=status, error=error, summary=summary_doc)
+            self.unsynced = True
+            self._save_state()
             uploader.spool.close()
             client.close()
             log.warning("uploads interrupted; finish them with: %s", self.sync_command())
@@ -184,19 +215,22 @@ class Run:
         uploader.close()
         doc = {**self._acc.summary(), **dict(summary or {})}
         finished = False
-        if drained:
+        if self.offline:
+            self._problem(
+                f"the platform was unreachable when run {self.id} started; its samples are "
+                f"kept in {self.directory}"
+            )
+        elif drained:
             try:
-                done = close_evaluation(
+                settle(
                     client,
-                    self.id,
-                    attached=self.attached,
+                    state,
                     status=status,
                     error=error,
                     summary=doc,
-                    metadata=state.config,
+                    deadline=max(deadline, time.monotonic() + MIN_CLOSE_S),
                 )
-                log.info("run %s: %s", self.id, done)
-                state.phase, state.final_status, finished = "finished", done, True
+                finished = True
             except PlatformError as e:
                 self._problem(f"could not close evaluation {self.id} ({e})")
         elif isinstance(uploader.fatal, APIError) and uploader.fatal.status_code == 409:
@@ -210,15 +244,15 @@ class Run:
         else:
             reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"
             self._problem(
-                f"{uploader.counters().pending} sample(s) of evaluation {self.id} are still "
-                f"spooled in {self.directory} ({reason})"
+                f"{uploader.counters().pending} sample(s) of evaluation {self.id} are not "
+                f"on the platform yet ({reason})"
             )
         if not finished:
-            state.phase = "finish_pending"
-            state.pending_finish = PendingFinish(status=status, error=error, summary=doc)
+            leave_pending(state, status=status, error=error, summary=doc)
+            self.unsynced = True
             log.warning("send them and close the run with: %s", self.sync_command())
         state.pid = None
-        state.save(self.directory)
+        self._save_state()
         uploader.spool.close(discard_if_drained=drained and finished)
         client.close()
         if self.errors and self.on_error == "raise":
@@ -261,6 +295,7 @@ def init(
     expected_samples: int | None = None,
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
     upload: UploaderOptions | None = None,
+    resume: bool = False,
 ) -> Run:
     """Open a run on the platform, or attach to an existing evaluation with `id=`.
 
@@ -285,6 +320,8 @@ def init(
             finalize a run whose process died after its last episode).
         finish_timeout: default seconds `finish()` waits for uploads.
         upload: batching knobs of the uploader.
+        resume: continue the evaluation an earlier attempt with the same `run_dir` created
+            (reopening it when that attempt closed it as failed or cancelled).
 
     Raises:
         ConfigError: malformed settings, or `mode="online"` without a key.
@@ -311,41 +348,47 @@ def init(
         raise ConfigError("PROCTOR_RUNS_MODE=online needs an API key; set PROCTOR_API_KEY.")
 
     client = PlatformClient(settings.api_url, key)
+    previous = latest_own_state(run_dir) if resume and id is None and run_dir is not None else None
     try:
         if id is not None:
             record = check_attachable(client, id)
-            evaluation_id, url, stored_config = id, record.get("viewer_url"), None
+            state = RunState(
+                evaluation_id=id,
+                api_url=settings.api_url,
+                attached=True,
+                name=name,
+                viewer_url=record.get("viewer_url"),
+                expected_samples=expected_samples,
+            )
+            offline = False
         else:
-            created = create_evaluation(
+            state, offline = _open_own(
                 client,
+                previous[1] if previous else None,
                 name=name,
                 environments=environments,
                 model=model,
                 config=config,
                 team_id=settings.team_id,
+                api_url=settings.api_url,
+                expected_samples=expected_samples,
+                can_go_offline=run_dir is not None,
             )
-            evaluation_id, url = str(created["evaluation_id"]), created.get("viewer_url")
-            stored_config = dict(config or {})
     except BaseException:
         client.close()
         raise
+    state.pid = os.getpid()
+    evaluation_id = state.evaluation_id
     base = run_dir if run_dir is not None else Path.home() / ".proctor" / "spool"
     directory = spool_dir(base, evaluation_id) if run_dir is not None else base / evaluation_id
-    state = RunState(
-        evaluation_id=evaluation_id,
-        api_url=settings.api_url,
-        attached=id is not None,
-        name=name,
-        viewer_url=url,
-        config=stored_config,
-        expected_samples=expected_samples,
-        pid=os.getpid(),
-    )
-    log.info("run %s %s at %s", evaluation_id, "attached" if id else "created", url)
+    if previous is not None and previous[0] != directory and not offline:
+        # An offline attempt's evaluation now exists: this state supersedes that one.
+        retire_state(previous[0])
+    log.info("run %s %s at %s", evaluation_id, "attached" if id else "opened", state.viewer_url)
     return Run(
         id=evaluation_id,
         name=name,
-        url=url,
+        url=state.viewer_url,
         attached=id is not None,
         on_error=on_error,
         finish_timeout=finish_timeout,
@@ -353,4 +396,120 @@ def init(
         state=state,
         directory=directory,
         upload=upload,
+        offline=offline,
     )
+
+
+def _open_own(
+    client: PlatformClient,
+    previous: RunState | None,
+    *,
+    name: str,
+    environments: Sequence[str],
+    model: str,
+    config: Mapping[str, Any] | None,
+    team_id: str | None,
+    api_url: str,
+    expected_samples: int | None,
+    can_go_offline: bool,
+) -> tuple[RunState, bool]:
+    """The state of a run that owns its evaluation: reopened, created, or offline.
+
+    One run directory, one evaluation: a resumed run takes back the evaluation its earlier
+    attempt created (reopen), or creates it with the earlier attempt's Idempotency-Key when
+    that attempt ran offline. A platform that stays unreachable makes the run go on offline
+    (when it has a run directory to keep its records in).
+    """
+    stored = dict(config or {})
+    if previous is not None and previous.pending_create is None:
+        try:
+            attempts = reopen_evaluation(
+                client, previous.evaluation_id, deadline=time.monotonic() + 5.0
+            )
+            log.info("resuming evaluation %s (attempt %d)", previous.evaluation_id, attempts)
+            state = previous.model_copy(
+                update={
+                    "phase": "open",
+                    "pending_finish": None,
+                    "final_status": None,
+                    "config": stored,
+                    "expected_samples": expected_samples,
+                    "reopen_pending": False,
+                }
+            )
+            return state, False
+        except PlatformError as e:
+            if isinstance(e, APIError) and e.status_code == 409:
+                log.warning(
+                    "evaluation %s takes no more samples (%s); resuming into a new evaluation",
+                    previous.evaluation_id,
+                    e,
+                )
+                return _open_own(
+                    client,
+                    None,
+                    name=name,
+                    environments=environments,
+                    model=model,
+                    config=config,
+                    team_id=team_id,
+                    api_url=api_url,
+                    expected_samples=expected_samples,
+                    can_go_offline=can_go_offline,
+                )
+            if not is_transient(e):
+                raise PlatformError(
+                    f"cannot resume evaluation {previous.evaluation_id} ({e})"
+                ) from e
+            if not can_go_offline:
+                raise
+            log.warning("%s; the run goes on offline: upload it later with `proctor runs sync`", e)
+            state = previous.model_copy(
+                update={"phase": "open", "pending_finish": None, "reopen_pending": True}
+            )
+            return state, True
+    key = (
+        previous.pending_create.key
+        if previous is not None and previous.pending_create is not None
+        else uuid.uuid4().hex
+    )
+    try:
+        created = create_evaluation(
+            client,
+            name=name,
+            environments=environments,
+            model=model,
+            config=config,
+            team_id=team_id,
+            key=key,
+        )
+    except PlatformUnreachable as e:
+        if not can_go_offline:
+            raise PlatformError(str(e)) from e
+        log.warning("%s; the run goes on offline: upload it later with `proctor runs sync`", e)
+        local_id = previous.evaluation_id if previous is not None else f"offline-{key[:16]}"
+        pending = PendingCreate(
+            key=key, environments=list(environments), model=model, team_id=team_id
+        )
+        state = RunState(
+            evaluation_id=local_id,
+            api_url=api_url,
+            attached=False,
+            name=name,
+            config=stored,
+            expected_samples=expected_samples,
+            pending_create=pending,
+        )
+        return state, True
+    state = RunState(
+        evaluation_id=str(created["evaluation_id"]),
+        api_url=api_url,
+        attached=False,
+        name=name,
+        viewer_url=created.get("viewer_url"),
+        config=stored,
+        expected_samples=expected_samples,
+        create_key=key,
+        local_ids=[previous.evaluation_id] if previous is not None else [],
+    )
+    return state, False

@@ -17,11 +17,16 @@ cut off on reopen; its record is still in the engine's `traces.jsonl`, which
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+log = logging.getLogger(__name__)
 
 SPOOL_FILE = "spool.jsonl"
 ACK_FILE = "spool.acked"
@@ -56,25 +61,50 @@ def _cut_torn_tail(path: Path) -> int:
 
 
 class Spool:
-    """Thread-safe appends (any thread), sequential reads and acks (the one sender thread)."""
+    """Thread-safe appends (any thread), sequential reads and acks (the one sender thread).
+
+    The spool is a cache, never the only copy (the engine's `traces.jsonl` is): every disk
+    error is raised to the caller, who keeps the lines in memory, and leaves the files as
+    they were. A spool that cannot even be opened (full or read-only disk) is `broken` and
+    tries again at the next append.
+    """
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.path = directory / SPOOL_FILE
         self._ack_path = directory / ACK_FILE
         self._lock = threading.Lock()
-        size = _cut_torn_tail(self.path)
-        self._writer = open(self.path, "ab")  # noqa: SIM115 - lives as long as the spool
-        self._reader = open(self.path, "rb")  # noqa: SIM115
-        self.size = size
-        """Bytes flushed to the file: readers never look past this."""
-        self.acked = min(self._read_ack(), size)
+        self._fd: int | None = None
+        self._reader: IO[bytes] | None = None
+        self.size = 0
+        """Bytes written to the file: readers never look past this."""
+        self.acked = 0
         """Bytes acknowledged by the server."""
-        self.pending_records = self._count_lines(self.acked, size)
+        self.pending_records = 0
         """Lines between `acked` and `size`."""
         self.appended_records = 0
         """Lines appended by this process."""
+        self.broken: OSError | None = None
+        """Why the spool could not be opened (None once it is)."""
+        self._ack_error: OSError | None = None
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            size = _cut_torn_tail(self.path)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                reader = open(self.path, "rb")  # noqa: SIM115 - lives as long as the spool
+            except OSError:
+                os.close(fd)
+                raise
+        except OSError as e:
+            self.broken = e
+            return
+        self._fd, self._reader, self.size, self.broken = fd, reader, size, None
+        self.acked = min(self._read_ack(), size)
+        self.pending_records = self._count_lines(self.acked, size)
 
     def _read_ack(self) -> int:
         try:
@@ -83,6 +113,7 @@ class Spool:
             return 0
 
     def _count_lines(self, start: int, end: int) -> int:
+        assert self._reader is not None
         count = 0
         self._reader.seek(start)
         remaining = end - start
@@ -95,23 +126,44 @@ class Spool:
         return count
 
     def append(self, lines: list[bytes]) -> None:
-        """Append newline-terminated lines and flush them to the OS."""
+        """Append newline-terminated lines, all or none.
+
+        Raises:
+            OSError: the disk refused (full, read-only, removed); the file is as it was.
+        """
         if not lines:
             return
+        data = b"".join(lines)
         with self._lock:
-            self._writer.write(b"".join(lines))
-            self._writer.flush()
-            self.size = self._writer.tell()
+            if self._fd is None:
+                self._open()
+                if self._fd is None:
+                    assert self.broken is not None
+                    raise self.broken
+            fd, view, written = self._fd, memoryview(data), 0
+            try:
+                while written < len(data):
+                    written += os.write(fd, view[written:])
+            except OSError:
+                # A partial write would glue the next append onto a torn line: cut it off.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self.size)
+                raise
+            self.size += len(data)
             self.pending_records += len(lines)
             self.appended_records += len(lines)
 
     def sync_to_disk(self) -> None:
-        """fsync what was appended so far (called before an upload).
+        """fsync what was appended so far (called before an upload; a failure is ignored:
+        the lines are in the OS's cache and in `traces.jsonl`).
 
         Runs without the append lock: an fsync may take milliseconds, and appends (possibly
         from the producer's thread) must not wait for it.
         """
-        os.fsync(self._writer.fileno())
+        fd = self._fd
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
 
     def read_chunk(self, start: int, *, max_bytes: int, max_count: int) -> tuple[bytes, int]:
         """Whole lines from byte `start` within the limits (at least one if any), and their count.
@@ -120,7 +172,7 @@ class Spool:
         single `replace` (a JSON line never holds a raw newline).
         """
         end = self.size
-        if start >= end:
+        if start >= end or self._reader is None:
             return b"", 0
         # Read in growing blocks until `max_count` lines are in: reading `max_bytes` (25 MiB)
         # at once would hold that much in RAM for every batch of a long backlog.
@@ -154,25 +206,53 @@ class Spool:
         return data, count
 
     def ack(self, offset: int, records: int) -> None:
-        """Record that every line before `offset` was acknowledged."""
-        tmp = self._ack_path.with_suffix(".tmp")
-        tmp.write_text(str(offset))
-        os.replace(tmp, self._ack_path)
+        """Record that every line before `offset` was acknowledged.
+
+        The offset is kept in memory first; writing `spool.acked` may fail (disk full) and
+        is tried again at the next ack. A stale file only means replays, which the server
+        answers as successes.
+        """
         with self._lock:
             self.acked = offset
             self.pending_records -= records
+        tmp = self._ack_path.with_suffix(".tmp")
+        try:
+            tmp.write_text(str(offset))
+            os.replace(tmp, self._ack_path)
+        except OSError as e:
+            if self._ack_error is None:
+                log.warning("cannot record the acknowledged offset in %s: %s", self._ack_path, e)
+            self._ack_error = e
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        else:
+            self._ack_error = None
 
     def reject(self, line: bytes) -> None:
-        """Keep a sample the server refused for good next to the spool."""
-        with open(self.directory / REJECTED_FILE, "ab") as f:
-            f.write(line)
+        """Keep a sample the server refused for good next to the spool (best effort)."""
+        try:
+            with open(self.directory / REJECTED_FILE, "ab") as f:
+                f.write(line)
+        except OSError as e:
+            log.warning("cannot keep a refused sample in %s: %s", self.directory, e)
 
     def sample_ids(self) -> Iterator[str]:
-        """The `sample_id` of every line in the spool (acked or not)."""
-        with open(self.path, "rb") as f:
-            for raw in f:
-                if raw.endswith(b"\n"):
-                    yield str(json.loads(raw)["sample_id"])
+        """The `sample_id` of every readable line in the spool (acked or not)."""
+        for line in self.lines():
+            try:
+                yield str(json.loads(line)["sample_id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    def lines(self) -> Iterator[bytes]:
+        """Every complete line of the spool file (none if it cannot be read)."""
+        try:
+            with open(self.path, "rb") as f:
+                for raw in f:
+                    if raw.endswith(b"\n"):
+                        yield raw
+        except OSError:
+            return
 
     def drained(self) -> bool:
         """True when the server acknowledged everything appended."""
@@ -181,8 +261,13 @@ class Spool:
     def close(self, *, discard_if_drained: bool = False) -> None:
         """Close the files; with `discard_if_drained`, delete a fully acknowledged spool."""
         with self._lock:
-            self._writer.close()
-            self._reader.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
             if discard_if_drained and self.acked >= self.size:
-                self.path.unlink(missing_ok=True)
-                self._ack_path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
+                    self._ack_path.unlink(missing_ok=True)

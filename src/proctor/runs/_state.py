@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +28,21 @@ class PendingFinish(BaseModel):
     """The failure reason, for failed and cancelled runs."""
     summary: dict[str, Any] = Field(default_factory=dict)
     """The summary metrics to write once every sample is sent."""
+
+
+class PendingCreate(BaseModel):
+    """An evaluation to create once the platform answers (the run began offline)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    key: str
+    """The Idempotency-Key of the create: however often it is sent, one evaluation."""
+    environments: list[str] = Field(default_factory=list)
+    """Environment names to resolve on the hub."""
+    model: str = ""
+    """The model evaluated."""
+    team_id: str | None = None
+    """The team that owns the evaluation."""
 
 
 class RunState(BaseModel):
@@ -56,6 +72,14 @@ class RunState(BaseModel):
     """How the run was closed (phase `finished`)."""
     pid: int | None = None
     """The process uploading right now (cleared when it finishes), so sync leaves it alone."""
+    create_key: str | None = None
+    """The Idempotency-Key the evaluation was created with."""
+    pending_create: PendingCreate | None = None
+    """Set while the evaluation does not exist yet: `evaluation_id` is then a local id."""
+    reopen_pending: bool = False
+    """A resumed attempt ran offline: reopen the evaluation before sending to it."""
+    local_ids: list[str] = Field(default_factory=list)
+    """Local ids this run's traces were stamped with before the evaluation existed."""
 
     def save(self, directory: Path) -> None:
         """Write `run.json` atomically into `directory`."""
@@ -75,6 +99,18 @@ def spool_dir(run_dir: Path, evaluation_id: str) -> Path:
     return run_dir / PLATFORM_DIR / evaluation_id
 
 
+def latest_own_state(run_dir: Path) -> tuple[Path, RunState] | None:
+    """The newest state of an evaluation this run directory created (not attached), if any."""
+    for directory in reversed(spool_dirs(run_dir)):
+        try:
+            state = RunState.load(directory)
+        except (OSError, ValueError):
+            continue
+        if not state.attached:
+            return directory, state
+    return None
+
+
 def spool_dirs(run_dir: Path) -> list[Path]:
     """Every evaluation spool directory under a run directory, oldest first."""
     root = run_dir / PLATFORM_DIR
@@ -82,3 +118,9 @@ def spool_dirs(run_dir: Path) -> list[Path]:
         return []
     dirs = [d for d in root.iterdir() if (d / STATE_FILE).is_file()]
     return sorted(dirs, key=lambda d: (d / STATE_FILE).stat().st_mtime)
+
+
+def retire_state(directory: Path) -> None:
+    """Hide a superseded state from `spool_dirs` (kept as `run.json.superseded`)."""
+    with contextlib.suppress(OSError):
+        os.replace(directory / STATE_FILE, directory / (STATE_FILE + ".superseded"))

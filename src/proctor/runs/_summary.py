@@ -46,10 +46,17 @@ class SummaryAccumulator:
     def summary(self) -> dict[str, Any]:
         """`{"avg_reward", "avg_metrics", "avg_error"}` (zeros when nothing was counted)."""
         return {
-            "avg_reward": self._reward_sum / self._reward_n if self._reward_n else 0.0,
-            "avg_metrics": {name: self._sums[name] / self._counts[name] for name in self._sums},
+            "avg_reward": _finite(self._reward_sum / self._reward_n if self._reward_n else 0.0),
+            "avg_metrics": {
+                name: _finite(self._sums[name] / self._counts[name]) for name in self._sums
+            },
             "avg_error": self.errored / self.episodes if self.episodes else 0.0,
         }
+
+
+def _finite(value: float) -> float | None:
+    # Values near 1e308 overflow their sum; JSON has no Infinity, so the mean is unknown.
+    return value if math.isfinite(value) else None
 
 
 def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:

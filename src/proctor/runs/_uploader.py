@@ -12,6 +12,11 @@ Two daemon threads per run:
   backoff until the run closes; a batch the server refuses as invalid is split until the bad
   sample is isolated and set aside; any other refusal (401, 403, 404, ...) stops the sender
   and leaves the spool for `proctor runs sync`.
+
+The spool is a cache: when its disk refuses a write (full, read-only, gone), the lines wait
+in memory (`overflow`), are sent from there, and are moved to the spool once it takes writes
+again; a failing `spool.acked` write only makes later replays. Neither thread dies of an
+unexpected error: it is counted, logged, and the loop goes on.
 """
 
 from __future__ import annotations
@@ -78,13 +83,17 @@ class RunCounters:
     """The most recent upload error, if any."""
 
 
+class _Stop(Exception):
+    """The sender is done (closed, aborted, or refused for good)."""
+
+
 class Uploader:
     """Moves records from `submit()` to the platform through the spool."""
 
     def __init__(
         self,
         client: PlatformClient,
-        evaluation_id: str,
+        evaluation_id: str | None,
         spool: Spool,
         *,
         on_record: Callable[[dict[str, Any]], None],
@@ -109,6 +118,13 @@ class Uploader:
         self.last_error: str | None = None
         self.fatal: PlatformError | None = None
         self._unprojectable = 0
+        self._stored = 0
+        self._mem_lock = threading.Lock()
+        self._overflow: list[bytes] = []
+        """Lines the spool's disk refused, oldest first; sent from memory."""
+        self._in_flight: list[bytes] = []
+        """Overflow lines taken by the sender for the request under way."""
+        self._spool_failing = False
         self._spooler = threading.Thread(
             target=self._spool_loop, name="proctor-spooler", daemon=True
         )
@@ -116,7 +132,10 @@ class Uploader:
             target=self._send_loop, name="proctor-uploader", daemon=True
         )
         self._spooler.start()
-        self._sender.start()
+        # Without an evaluation (the run is offline) records are only spooled, for a sync.
+        self._sending = evaluation_id is not None
+        if self._sending:
+            self._sender.start()
 
     # -- producer side ---------------------------------------------------------------------
 
@@ -128,19 +147,20 @@ class Uploader:
         except queue.Full:
             try:
                 self._write([records])
-            except OSError as e:  # never let the spool's disk break the caller's loop
-                self._note_error(f"cannot write the spool {self.spool.path}: {e}")
-                log.error("cannot write the spool %s: %s", self.spool.path, e)
+            except Exception as e:  # never let the uploader break the caller's loop
+                self._note_error(f"cannot hand records to the uploader: {e!r}")
+                log.exception("cannot hand records to the uploader")
 
     def counters(self) -> RunCounters:
         """A snapshot of the counters."""
-        spooled = self.spool.appended_records
-        queued = max(0, self.logged - spooled - self._unprojectable)
+        stored = self._stored
+        queued = max(0, self.logged - stored - self._unprojectable)
+        in_memory = len(self._overflow) + len(self._in_flight)
         return RunCounters(
             logged=self.logged,
-            spooled=spooled,
+            spooled=stored,
             sent=self.sent,
-            pending=queued + self.spool.pending_records,
+            pending=queued + self.spool.pending_records + in_memory,
             rejected=self.rejected,
             errors=self.errors,
             last_error=self.last_error,
@@ -168,12 +188,38 @@ class Uploader:
         with self._write_lock:
             for record in projected:
                 self._on_record(record)
-        self.spool.append(lines)
+        self._store(lines)
         if lines:
             with self._cond:
                 if self._pending_since is None:
                     self._pending_since = time.monotonic()
                 self._cond.notify_all()
+
+    def _store(self, lines: list[bytes]) -> None:
+        """Append to the spool, or keep in memory what its disk refuses (sent from there)."""
+        if not lines and not self._overflow:
+            return
+        with self._mem_lock:
+            self._stored += len(lines)
+            backlog = self._overflow + lines
+            try:
+                self.spool.append(backlog)
+            except OSError as e:
+                self._overflow = backlog
+                self._note_error(f"cannot write the spool {self.spool.path}: {e}")
+                if not self._spool_failing:
+                    log.warning(
+                        "cannot write the spool %s (%s); keeping unsent samples in memory "
+                        "(traces.jsonl has them too)",
+                        self.spool.path,
+                        e,
+                    )
+                self._spool_failing = True
+                return
+            self._overflow = []
+            if self._spool_failing:
+                log.info("the spool %s takes writes again", self.spool.path)
+                self._spool_failing = False
 
     def _spool_loop(self) -> None:
         stop = False
@@ -192,54 +238,98 @@ class Uploader:
             stop = any(i is None for i in items)
             try:
                 self._write(batches)
-            except OSError as e:  # disk full, spool dir removed: nothing sensible left to do
-                self._note_error(f"cannot write the spool {self.spool.path}: {e}")
-                log.error("cannot write the spool %s: %s", self.spool.path, e)
+                if not batches and self._overflow:
+                    self._store([])  # a drain: one more try to move memory to the spool
+            except Exception as e:  # the thread must outlive any one failure
+                self._note_error(f"the spooler failed: {e!r}")
+                log.exception("the spooler failed; it goes on")
             for barrier in barriers:
                 barrier.set()
 
     # -- sender thread ---------------------------------------------------------------------
 
     def _ready(self, pos: int) -> bool:
-        if pos >= self.spool.size:
+        in_spool = pos < self.spool.size
+        if not in_spool and not self._overflow:
             return False
         if self._flush_requested or self._closing:
             return True
         if self.spool.size - pos >= self.options.max_batch_bytes:
             return True
-        if self.spool.pending_records >= self.options.max_batch_samples:
+        if self.spool.pending_records + len(self._overflow) >= self.options.max_batch_samples:
             return True
         since = self._pending_since
         return since is not None and time.monotonic() - since >= self.options.batch_interval
 
     def _send_loop(self) -> None:
         pos = self.spool.acked
+        failures = 0
         while not self._abort.is_set():
-            with self._cond:
-                while not self._abort.is_set() and not self._ready(pos):
-                    if self._closing and pos >= self.spool.size:
-                        return
-                    self._cond.wait(timeout=0.1)
-            if self._abort.is_set():
+            try:
+                pos = self._send_once(pos)
+                failures = 0
+            except _Stop:
+                with self._cond:
+                    self._cond.notify_all()
                 return
-            started = time.monotonic()
-            cap = self.options.max_batch_bytes - len(_ENVELOPE[0]) - len(_ENVELOPE[1])
+            except Exception as e:  # e.g. the spool file vanished under us: try again
+                failures += 1
+                self._note_error(f"the uploader failed: {e!r}")
+                log.exception("the uploader failed; it goes on")
+                if self._abort.wait(backoff_delay(failures, None, cap=self.options.retry_cap)):
+                    return
+
+    def _send_once(self, pos: int) -> int:
+        """Send one batch (from the spool, else from memory); return the new spool position."""
+        pos = max(pos, self.spool.acked)  # a spool opened late starts at its recorded offset
+        with self._cond:
+            while not self._abort.is_set() and not self._ready(pos):
+                if self._closing and pos >= self.spool.size and not self._overflow:
+                    raise _Stop
+                self._cond.wait(timeout=0.1)
+        if self._abort.is_set():
+            raise _Stop
+        started = time.monotonic()
+        cap = self.options.max_batch_bytes - len(_ENVELOPE[0]) - len(_ENVELOPE[1])
+        if pos < self.spool.size:
             chunk, count = self.spool.read_chunk(
                 pos, max_bytes=cap, max_count=self.options.max_batch_samples
             )
             if not count:
-                continue
+                return pos
             self.spool.sync_to_disk()
             outcome = self._deliver(chunk, count)
             if outcome in ("fatal", "aborted"):
-                with self._cond:
-                    self._cond.notify_all()
-                return
+                raise _Stop
             pos += len(chunk)
             self.spool.ack(pos, count)
-            with self._cond:
-                self._pending_since = None if pos >= self.spool.size else started
-                self._cond.notify_all()
+        else:
+            with self._mem_lock:
+                taken = self._take_overflow(cap)
+            outcome = self._deliver(b"".join(taken), len(taken))
+            with self._mem_lock:
+                self._in_flight = []
+                if outcome in ("fatal", "aborted"):
+                    self._overflow = taken + self._overflow
+            if outcome in ("fatal", "aborted"):
+                raise _Stop
+        with self._cond:
+            busy = pos < self.spool.size or bool(self._overflow)
+            self._pending_since = started if busy else None
+            self._cond.notify_all()
+        return pos
+
+    def _take_overflow(self, cap: int) -> list[bytes]:
+        """Move the oldest memory lines that fit in one request to `_in_flight`."""
+        size, count = 0, 0
+        for line in self._overflow:
+            if count and (size + len(line) > cap or count >= self.options.max_batch_samples):
+                break
+            size += len(line)
+            count += 1
+        taken, self._overflow = self._overflow[:count], self._overflow[count:]
+        self._in_flight = taken
+        return taken
 
     def _deliver(self, chunk: bytes, count: int) -> Outcome:
         """Send `count` lines until acknowledged; split a refused batch to set bad ones aside."""
@@ -266,6 +356,7 @@ class Uploader:
         attempt = 0
         while True:
             try:
+                assert self._evaluation_id is not None
                 self._client.post_samples(self._evaluation_id, body)
                 if attempt:
                     log.info("sample uploads resumed after %d failed attempts", attempt)
@@ -304,10 +395,12 @@ class Uploader:
             return False
         if not barrier.wait(max(0.0, deadline - time.monotonic())):
             return False
+        if not self._sending:
+            return False
         with self._cond:
             self._flush_requested = True
             self._cond.notify_all()
-            while not self.spool.drained():
+            while not self.drained():
                 if self.fatal is not None or not self._sender.is_alive():
                     return False
                 left = deadline - time.monotonic()
@@ -315,6 +408,10 @@ class Uploader:
                     return False
                 self._cond.wait(timeout=min(left, 0.1))
         return True
+
+    def drained(self) -> bool:
+        """True when the server acknowledged every line, spooled or held in memory."""
+        return self.spool.drained() and not self._overflow and not self._in_flight
 
     def close(self) -> None:
         """Stop both threads (whatever is still spooled stays in the spool)."""
@@ -325,4 +422,5 @@ class Uploader:
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=5.0)
         self._spooler.join(timeout=10.0)
-        self._sender.join(timeout=10.0)
+        if self._sending:
+            self._sender.join(timeout=10.0)

@@ -1,0 +1,62 @@
+"""Closing a run's evaluation, one rule for `Run.finish()` and `proctor runs sync`.
+
+A run is finalized (`COMPLETED`) only once the platform acknowledged every sample it logged;
+the caller establishes that (the uploader drained, or sync checked the server's ids) and
+then settles the run here, under the upload policy (transient failures retried until the
+deadline). What was done is recorded in the run's state, so a later sync knows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from proctor.errors import PlatformError
+from proctor.runs._client import PlatformClient
+from proctor.runs._evaluations import close_evaluation
+from proctor.runs._state import PendingFinish, RunState, RunStatus
+
+log = logging.getLogger(__name__)
+
+
+def settle(
+    client: PlatformClient,
+    state: RunState,
+    *,
+    status: RunStatus,
+    error: str | None,
+    summary: Mapping[str, Any],
+    deadline: float,
+) -> str:
+    """Close the evaluation as asked; on success the state says `finished`.
+
+    Raises:
+        PlatformError: the platform refused or stayed unreachable until `deadline`; the
+            state then says `finish_pending` with this finish to replay.
+    """
+    try:
+        action = close_evaluation(
+            client,
+            state.evaluation_id,
+            attached=state.attached,
+            status=status,
+            error=error,
+            summary=summary,
+            metadata=state.config,
+            deadline=deadline,
+        )
+    except PlatformError:
+        leave_pending(state, status=status, error=error, summary=summary)
+        raise
+    state.phase, state.final_status, state.pending_finish = "finished", action, None
+    log.info("run %s: %s", state.evaluation_id, action)
+    return action
+
+
+def leave_pending(
+    state: RunState, *, status: RunStatus, error: str | None, summary: Mapping[str, Any]
+) -> None:
+    """Record a finish that `proctor runs sync` must complete."""
+    state.phase = "finish_pending"
+    state.pending_finish = PendingFinish(status=status, error=error, summary=dict(summary))
