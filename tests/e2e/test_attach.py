@@ -191,10 +191,12 @@ def test_without_attach_an_unpushed_run_stays_local(
     }[how]
     before = evaluation_ids(plat)
     result = run_eval(plat, demo_model, tmp_path, *flags, **env)
-    assert result.returncode == 0, result.stderr
+    # Unreachable: the run is kept for a later `proctor runs sync` (exit 75 says so).
+    assert result.returncode == (75 if how == "unreachable" else 0), result.stderr
     assert evaluation_ids(plat) == before
     run_id = tomllib.loads((tmp_path / "r" / "config.toml").read_text())["run"]["id"]
-    assert run_id.startswith("local-")
+    assert run_id.startswith("offline-" if how == "unreachable" else "local-")
     assert "evaluation:" not in result.stdout
     if how == "unreachable":
-        assert "continuing without the platform" in result.stderr
+        assert "goes on offline" in result.stderr
+        assert result.stderr.strip().endswith(f"proctor runs sync {tmp_path / 'r'}")

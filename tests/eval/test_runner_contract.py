@@ -24,6 +24,7 @@ class RecordingRun:
         self.id = "ev-123"
         self.url = "http://platform.test/evaluations/ev-123"
         self.attached = False
+        self.unsynced = False
         self.traces = traces
         self.events = events
 
@@ -34,6 +35,9 @@ class RecordingRun:
 
     def finish(self, *, status: str = "completed", error: str | None = None, **_: Any) -> None:
         self.events.append(("finish", status, error))
+
+    def sync_command(self) -> str:
+        return "proctor runs sync ..."
 
 
 @pytest.fixture

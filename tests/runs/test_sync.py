@@ -110,7 +110,10 @@ def test_sync_marks_an_incomplete_created_run_crashed(tmp_path: Path, online: Pl
     assert "marked FAILED" in result.stdout
     record = get_evaluation(online, eid)
     assert record["status"] == "FAILED"
-    assert record["error_message"] == "crashed: the eval process stopped; the platform holds 8 of 20 episodes"
+    assert (
+        record["error_message"]
+        == "crashed: the eval process stopped; the platform holds 8 of 20 episodes"
+    )
     assert len(all_samples(online, eid)) == 8
 
 
@@ -155,9 +158,7 @@ def test_a_finish_that_times_out_is_completed_by_sync(
 def test_sync_explains_a_directory_without_a_spool(tmp_path: Path, online: Platform) -> None:
     result = _sync(tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().endswith(
-        "run it again with PROCTOR_API_KEY set to upload it"
-    )
+    assert result.stderr.strip().endswith("run it again with PROCTOR_API_KEY set to upload it")
     assert "Traceback" not in result.stderr
 
 

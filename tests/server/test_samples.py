@@ -178,7 +178,7 @@ def test_rewards_that_overflow_their_sum_give_a_null_mean_never_infinity(api: Ap
     for path in (f"/evaluations/{evaluation_id}", "/evaluations/"):
         text = api.get(path).text
         assert "Infinity" not in text and "NaN" not in text
-        json.loads(text, parse_constant=lambda c: pytest.fail(f"{path} emitted {c}"))
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"emitted {c}"))
     record = api.get(f"/evaluations/{evaluation_id}").json()
     assert record["avg_score"] is None and record["max_score"] == 1e308
     huge = post_samples(api, evaluation_id, [{"sample_id": "c", "reward": 10**400}])

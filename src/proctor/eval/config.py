@@ -39,6 +39,9 @@ class RunConfig(BaseModel):
     """Directory of the run under the output directory (default: the run name)."""
     attach: str | None = None
     """Log to this existing platform evaluation instead of opening a new one."""
+    finish_timeout: float = Field(default=120.0, gt=0, le=86_400)
+    """Seconds the end of a pushed run waits for the platform to take every sample and the
+    finalize (outages are ridden out); then exit 75 and `proctor runs sync` finishes it."""
     id: str | None = Field(default=None, json_schema_extra={"cli": False})
     """Set by the engine: the platform run's id (read-only)."""
 

@@ -105,6 +105,7 @@ def open_platform_run(
     run_dir: Path,
     local_id: str | None = None,
     resume: bool = False,
+    finish_timeout: float = runs.DEFAULT_FINISH_TIMEOUT_S,
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 
@@ -126,6 +127,7 @@ def open_platform_run(
         "config": config,
         "run_dir": run_dir,
         "expected_samples": _expected_samples(config),
+        "finish_timeout": finish_timeout,
     }
     if not push:
         # A resumed local run is the same run, under the same id.

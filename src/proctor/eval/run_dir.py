@@ -6,12 +6,13 @@ it finished; `--resume` reads them back, keeps the successful ones and re-runs t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from proctor.errors import RunDirError
 from proctor.eval.toml_io import dump_toml, read_toml
@@ -106,7 +107,7 @@ class RunDirectory:
 
     def attach_log(self, *, verbose: bool) -> logging.Handler:
         """Send proctor's log records to logs/eval.log; the caller removes the handler."""
-        handler = logging.FileHandler(self.log_path, encoding="utf-8")
+        handler = _QuietFileHandler(self.log_path, encoding="utf-8")
         handler.setLevel(logging.DEBUG if verbose else logging.INFO)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root = logging.getLogger("proctor")
@@ -116,20 +117,57 @@ class RunDirectory:
         return handler
 
 
+class _QuietFileHandler(logging.FileHandler):
+    """A log file that a full disk silences instead of printing tracebacks to the terminal."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def unwritable(path: Path, error: OSError) -> RunDirError:
+    """The one sentence for a run directory the disk refuses (full, read-only, gone)."""
+    reason = error.strerror or str(error)
+    return RunDirError(
+        f"cannot write the run directory {path} ({reason}); free space there or make it "
+        "writable, then continue with --resume"
+    )
+
+
 class TraceWriter:
-    """Appends one JSON line per episode and flushes it, so a crash loses nothing finished."""
+    """Appends one JSON line per episode in one write, so a crash loses nothing finished.
+
+    A write the disk refuses is undone (the file is cut back to its last whole line), so a
+    full disk never leaves a torn line in the middle of `traces.jsonl`.
+    """
 
     def __init__(self, path: Path) -> None:
-        self._file: IO[bytes] = path.open("ab")
+        self._path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append `record` as one line and flush it to the OS."""
+        """Append `record` as one line (to the OS, no fsync).
+
+        Raises:
+            RunDirError: the disk refused it; nothing of it stays in the file.
+        """
         self.write_line(json.dumps(record).encode() + b"\n")
 
     def write_line(self, line: bytes) -> None:
-        """Append a record already serialised as one JSON line (ending in a newline)."""
-        self._file.write(line)
-        self._file.flush()
+        """Append a record already serialised as one JSON line (ending in a newline).
+
+        Raises:
+            RunDirError: the disk refused it; nothing of it stays in the file.
+        """
+        view, written = memoryview(line), 0
+        try:
+            while written < len(line):
+                written += os.write(self._fd, view[written:])
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise unwritable(self._path.parent, e) from e
+        self._size += len(line)
 
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)

@@ -23,7 +23,7 @@ from proctor.eval.config import EvalConfig
 from proctor.eval.judge import open_judge
 from proctor.eval.platform_run import PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
-from proctor.eval.run_dir import RunDirectory
+from proctor.eval.run_dir import RunDirectory, unwritable
 from proctor.eval.scheduler import Job, plan_jobs, run_jobs
 from proctor.eval.stats import RunStats
 from proctor.eval.workers import WorkerPool, effective_workers
@@ -231,6 +231,7 @@ class _Run:
                 run_dir=self.run_dir.path,
                 local_id=self._resumed_id(),
                 resume=config.resume,
+                finish_timeout=config.run.finish_timeout,
             )
         except ProctorError:
             raise
@@ -257,11 +258,14 @@ class _Run:
             if self.kept is not None:
                 for record in self.kept:
                     record["run"] = run_info
-            self.run_dir.prepare(clean=config.clean, kept=self.kept)
-            saved = config.saved_form()
-            saved["run"]["id"] = platform_run.id
-            self.run_dir.write_config(saved)
-            log_handler = self.run_dir.attach_log(verbose=config.verbose)
+            try:
+                self.run_dir.prepare(clean=config.clean, kept=self.kept)
+                saved = config.saved_form()
+                saved["run"]["id"] = platform_run.id
+                self.run_dir.write_config(saved)
+                log_handler = self.run_dir.attach_log(verbose=config.verbose)
+            except OSError as e:
+                raise unwritable(self.run_dir.path, e) from e
             logger.info(
                 "run %s (id %s): %d episodes to run, %d kept, in %s",
                 config.run.name,
@@ -281,7 +285,9 @@ class _Run:
                 status = "failed"
                 error = f"every episode failed; the first: {self.first_error}"
         except Exception as e:
-            status, error = "failed", f"{type(e).__name__}: {e}"
+            # Our own errors are sentences already; anything else is named by its type.
+            status = "failed"
+            error = str(e) if isinstance(e, ProctorError) else f"{type(e).__name__}: {e}"
             logger.debug("run failed", exc_info=True)
         finally:
             if status == "failed":

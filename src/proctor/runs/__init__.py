@@ -25,11 +25,19 @@ record to `traces.jsonl` and flushes it before `log_episodes`):
 The spool is fsynced before each upload, so whatever reached the server is also on disk; a
 power loss can only lose lines never sent, which `traces.jsonl` still holds if the engine's
 own writes reached the disk.
+
+`traces.jsonl` is the source of truth and the spool a cache: a disk that refuses the spool
+(full, read-only) only keeps the lines in memory, sent from there; `proctor runs sync` asks
+the platform which sample ids it holds and sends the rest of traces + spool. `finish()`
+finalizes only what the platform acknowledged whole (else `Run.unsynced`, and the
+evaluation stays open for the sync). A platform unreachable at `init` makes an offline run
+(created later by sync, with the run directory's Idempotency-Key), and `init(resume=True)`
+reopens the evaluation the same run directory created: one run directory, one evaluation.
 """
 
 from proctor.runs._client import PlatformClient, PlatformUnreachable, RetryableAPIError
 from proctor.runs._projection import project_sample
-from proctor.runs._run import Run, RunStatus, init
+from proctor.runs._run import DEFAULT_FINISH_TIMEOUT_S, Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, load_settings
 from proctor.runs._state import RunState
 from proctor.runs._summary import SummaryAccumulator, summarize
@@ -38,6 +46,7 @@ from proctor.runs._uploader import RunCounters, UploaderOptions
 
 __all__ = [
     "ClientSettings",
+    "DEFAULT_FINISH_TIMEOUT_S",
     "PlatformClient",
     "PlatformUnreachable",
     "RetryableAPIError",

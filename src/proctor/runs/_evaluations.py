@@ -87,8 +87,7 @@ def create_evaluation(
     except PlatformError as e:
         if is_transient(e):
             raise PlatformUnreachable(
-                f"cannot create an evaluation: the platform at {client.api_url} is unreachable "
-                f"({e}); check PROCTOR_API_URL and that the server is running",
+                f"cannot create an evaluation: no answer from the platform at {client.api_url}",
                 connected=True,
             ) from e
         if not isinstance(e, APIError):

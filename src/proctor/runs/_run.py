@@ -127,7 +127,7 @@ class Run:
         try:
             self._state.save(self.directory)
         except OSError as e:
-            self._problem(f"cannot write {self.directory}/run.json ({e})")
+            self._problem(f"cannot write {self.directory}/run.json ({e})", sync=False)
 
     @property
     def finished(self) -> bool:
@@ -238,7 +238,8 @@ class Run:
             # nothing can send these samples any more, so do not suggest a sync.
             self._problem(
                 f"evaluation {self.id} was closed on the platform; "
-                f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}"
+                f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}",
+                sync=False,
             )
             state.phase, state.final_status, finished = "finished", "closed elsewhere", True
         else:
@@ -250,7 +251,6 @@ class Run:
         if not finished:
             leave_pending(state, status=status, error=error, summary=doc)
             self.unsynced = True
-            log.warning("send them and close the run with: %s", self.sync_command())
         state.pid = None
         self._save_state()
         uploader.spool.close(discard_if_drained=drained and finished)
@@ -265,9 +265,12 @@ class Run:
             target = target.parent.parent
         return f"proctor runs sync {target}"
 
-    def _problem(self, message: str) -> None:
+    def _problem(self, message: str, *, sync: bool = True) -> None:
         self.errors.append(message)
-        log.warning("%s", message)
+        if sync:
+            log.warning("%s; finish the upload with: %s", message, self.sync_command())
+        else:
+            log.warning("%s", message)
 
     def _on_exit(self) -> None:
         # The interpreter is exiting with the run open: the engine crashed or forgot finish().
