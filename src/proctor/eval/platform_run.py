@@ -105,7 +105,7 @@ def open_platform_run(
     run_dir: Path,
     local_id: str | None = None,
     resume: bool = False,
-    finish_timeout: float = runs.DEFAULT_FINISH_TIMEOUT_S,
+    finish_timeout: float = 120.0,
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 

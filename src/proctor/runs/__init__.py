@@ -37,7 +37,7 @@ reopens the evaluation the same run directory created: one run directory, one ev
 
 from proctor.runs._client import PlatformClient, PlatformUnreachable, RetryableAPIError
 from proctor.runs._projection import project_sample
-from proctor.runs._run import DEFAULT_FINISH_TIMEOUT_S, Run, RunStatus, init
+from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, load_settings
 from proctor.runs._state import RunState
 from proctor.runs._summary import SummaryAccumulator, summarize
@@ -46,7 +46,6 @@ from proctor.runs._uploader import RunCounters, UploaderOptions
 
 __all__ = [
     "ClientSettings",
-    "DEFAULT_FINISH_TIMEOUT_S",
     "PlatformClient",
     "PlatformUnreachable",
     "RetryableAPIError",
