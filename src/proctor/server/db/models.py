@@ -204,30 +204,3 @@ class HostedEvaluation(Base):
     ended_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
-class TraceUpload(Base):
-    """One committed `POST /traces` upload, so a replay of its Idempotency-Key gets the receipt."""
-
-    __tablename__ = "trace_uploads"
-    __table_args__ = (UniqueConstraint("user_id", "digest", name="uq_trace_uploads_user_digest"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
-    digest: Mapped[str] = mapped_column(String(64))
-    records: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class TraceRecord(Base):
-    """One line of a traces upload, stored against the evaluation its `run.id` names."""
-
-    __tablename__ = "trace_records"
-    __table_args__ = (Index("ix_trace_records_evaluation_episode", "evaluation_id", "episode_id"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    evaluation_id: Mapped[str] = mapped_column(ForeignKey("evaluations.id", ondelete="CASCADE"))
-    upload_id: Mapped[int] = mapped_column(ForeignKey("trace_uploads.id", ondelete="CASCADE"))
-    episode_id: Mapped[str | None] = mapped_column(String(200))
-    data: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
