@@ -48,12 +48,13 @@ def test_default_command_is_the_eval_cli_with_attach() -> None:
         '--env-args {"level": "hard"}',
         "--client.base-url http://127.0.0.1:1/v1",
         "--client.api-key-var MODEL_KEY",
-        '--client.headers {"X-Team": "a b"}',
+        "--client.headers-var PROCTOR_CLIENT_HEADERS",  # the values travel in the env
         "--no-serve --no-rich",
     ):
         assert part in flags, part
     assert "top_k" not in flags and "top-k" not in flags  # no flag for it: dropped, not guessed
     assert "sk-never-in-argv" not in command
+    assert "a b" not in command
 
 
 def test_all_examples_omits_n_and_expects_no_fixed_count() -> None:

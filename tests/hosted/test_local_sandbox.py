@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -142,3 +143,71 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+def test_a_killed_wrapper_takes_its_whole_process_tree_with_it(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    pid_file = tmp_path / "child.pid"
+    # The "eval": a grandchild that would keep running (and calling the model) on its own.
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    handle = backend.start(_spec(tmp_path, f'{sys.executable} -c "{script}" & wait'))
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the child did not start"
+        time.sleep(0.05)
+    child = psutil.Process(int(pid_file.read_text()))
+    os.kill(int(handle.ref), 9)  # the wrapper dies; its child is orphaned
+    state = _wait_exit(backend, handle)
+    assert not state.running
+    child.wait(timeout=10)  # gone with it
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_secret_headers_reach_the_sandbox_only_through_its_environment(tmp_path: Path) -> None:
+    from proctor.hosted.command import (
+        HostedEvalConfig,
+        build_command,
+        eval_options,
+        secret_environment,
+    )
+
+    secret = "Bearer sk-very-secret-0123456789"
+    config = HostedEvalConfig(headers=[f"Authorization: {secret}", "X-Team: a"])
+    assert secret not in " ".join(eval_options(config))
+    # The launcher's command, run for real; every process's command line is read meanwhile.
+    command = build_command(
+        "sleep 3; printf '%s ' {options}", environment="alphabet-sort", model="demo", config=config
+    )
+    backend = LocalSandbox()
+    env = secret_environment(config)
+    handle = backend.start(
+        _spec(
+            tmp_path,
+            f"{command} > headers.txt; "
+            "printf '\\n%s\\n' \"$PROCTOR_CLIENT_HEADERS\" >> headers.txt",
+            **env,
+        )
+    )
+    time.sleep(0.5)
+    leaked = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if secret.encode() in cmdline.read_bytes():
+                leaked.append(cmdline)
+        except OSError:
+            continue
+    assert leaked == []
+    assert _wait_exit(backend, handle).exit_code == 0
+    written = (tmp_path / "work" / "headers.txt").read_text()
+    assert "--client.headers-var PROCTOR_CLIENT_HEADERS" in written
+    assert json.loads(written.splitlines()[-1])["Authorization"] == secret
+
+
+def test_the_eval_reads_headers_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proctor.models.config import ClientConfig
+
+    monkeypatch.setenv("PROCTOR_CLIENT_HEADERS", '{"Authorization": "Bearer x"}')
+    client = ClientConfig(headers={"X-Team": "a"}, headers_var="PROCTOR_CLIENT_HEADERS")
+    assert client.all_headers() == {"X-Team": "a", "Authorization": "Bearer x"}

@@ -156,6 +156,10 @@ def _masked_header_line(line: str) -> str:
     return f"{name}: <redacted>" if sep and _SECRET_HEADER.search(name) else line
 
 
+HEADERS_VAR = "PROCTOR_CLIENT_HEADERS"
+"""The sandbox variable holding `eval_config.headers` as JSON (read via --client.headers-var)."""
+
+
 def proctor_executable() -> str:
     """How a sandbox on this machine runs the proctor CLI (this interpreter, so no PATH games)."""
     return f"{shlex.quote(sys.executable)} -m proctor.cli.main"
@@ -185,10 +189,17 @@ def eval_options(config: HostedEvalConfig) -> list[str]:
         words += ["--client.api-key-var", config.api_key_var]
     if config.max_retries is not None:
         words += ["--client.max-retries", str(config.max_retries)]
-    headers = _headers(config.headers)
-    if headers:
-        words += ["--client.headers", json.dumps(headers, sort_keys=True)]
+    if config.headers:
+        # Header values are often credentials: they travel in the sandbox's environment
+        # (`secret_environment`), never on its command line, where `ps` would show them.
+        words += ["--client.headers-var", HEADERS_VAR]
     return words
+
+
+def secret_environment(config: HostedEvalConfig) -> dict[str, str]:
+    """Variables the sandbox needs besides its command: the model endpoint's headers."""
+    headers = _headers(config.headers)
+    return {HEADERS_VAR: json.dumps(headers, sort_keys=True)} if headers else {}
 
 
 def _headers(raw: list[str] | dict[str, str] | None) -> dict[str, str]:

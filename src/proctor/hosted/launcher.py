@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 
 from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES
 from proctor.errors import ProctorError
-from proctor.hosted.command import HostedEvalConfig, build_command
+from proctor.hosted.command import HostedEvalConfig, build_command, secret_environment
 from proctor.hosted.config import LauncherSettings, make_backend
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import mint_scoped_key
@@ -293,6 +293,7 @@ class Launcher:
             "PROCTOR_API_URL": self.api_url,
             "PROCTOR_API_KEY": key,
             "PROCTOR_RUNS_MODE": "online",
+            **secret_environment(config),
         }
         if config.api_key_var and config.api_key_var not in secrets:
             value = os.environ.get(config.api_key_var)

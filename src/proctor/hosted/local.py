@@ -163,7 +163,21 @@ class LocalSandbox:
         return self._alive(handle)
 
     def poll(self, handle: SandboxHandle) -> SandboxState:
-        """Running, or the exit code (from our child, else from the wrapper's file)."""
+        """Running, or the exit code (from our child, else from the wrapper's file).
+
+        A sandbox is over when its wrapper is: whatever of its process group outlived the
+        wrapper (it was killed, or the command left children behind) is killed then, so no
+        orphaned eval keeps calling the model.
+        """
+        state = self._poll(handle)
+        if not state.running:
+            pgid = int(handle.ref)
+            if _group_exists(pgid):
+                logger.info("sandbox pid %d is over; killing what is left of its group", pgid)
+                _signal_group(pgid, signal.SIGKILL)
+        return state
+
+    def _poll(self, handle: SandboxHandle) -> SandboxState:
         pid = int(handle.ref)
         child = self._children.get(pid)
         if child is not None and child.poll() is not None:

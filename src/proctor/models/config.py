@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -41,6 +42,9 @@ class ClientConfig(BaseModel):
     """Name of the environment variable holding the API key (unset: a placeholder is sent)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers sent with every request (TOML table or JSON object)."""
+    headers_var: str | None = None
+    """Name of an environment variable holding a JSON object of more headers, merged over
+    `headers` (keeps secret headers off the command line; hosted sandboxes use it)."""
     timeout: float = Field(default=600.0, gt=0)
     """Per-request timeout in seconds."""
     max_retries: int = Field(default=5, ge=0)
@@ -61,6 +65,25 @@ class ClientConfig(BaseModel):
         if problem := _scheme_problem(value):
             raise ValueError(problem)
         return value
+
+    def all_headers(self) -> dict[str, str]:
+        """`headers`, with those of `headers_var`'s JSON object over them.
+
+        Raises:
+            ConfigError: the variable holds something other than a JSON object of strings.
+        """
+        if not self.headers_var or not os.environ.get(self.headers_var):
+            return dict(self.headers)
+        try:
+            extra = json.loads(os.environ[self.headers_var])
+        except ValueError:
+            extra = None
+        if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
+            raise ConfigError(
+                f"${self.headers_var} must hold a JSON object of header names to strings; fix it "
+                "or drop --client.headers-var"
+            )
+        return {**self.headers, **extra}
 
     def api_key(self) -> str | None:
         """The key read from `api_key_var`, or None when the variable is unset or empty."""

@@ -73,7 +73,7 @@ class OpenAIChatClient:
             "Authorization": f"Bearer {self.config.api_key() or PLACEHOLDER_API_KEY}",
             "Content-Type": "application/json",
             "Accept": "application/json",
-            **self.config.headers,
+            **self.config.all_headers(),
         }
         self._session: aiohttp.ClientSession | None = None
         self._openai: AsyncOpenAI | None = None
@@ -160,7 +160,7 @@ class OpenAIChatClient:
             self._openai = AsyncOpenAI(
                 base_url=self.config.base_url,
                 api_key=self.config.api_key() or PLACEHOLDER_API_KEY,
-                default_headers=self.config.headers or None,
+                default_headers=self.config.all_headers() or None,
                 timeout=self.config.timeout,
                 max_retries=0,
             )

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 CREATE_TIMEOUT_S = 5.0
 """How long opening a run rides out an outage before the run goes on offline."""
 
+
 def create_evaluation(
     client: PlatformClient,
     *,
