@@ -200,12 +200,12 @@ class Uploader:
         if not lines and not self._overflow:
             return
         with self._mem_lock:
-            self._stored += len(lines)
             backlog = self._overflow + lines
             try:
                 self.spool.append(backlog)
             except OSError as e:
                 self._overflow = backlog
+                self._stored += len(lines)
                 self._note_error(f"cannot write the spool {self.spool.path}: {e}")
                 if not self._spool_failing:
                     log.warning(
@@ -217,6 +217,8 @@ class Uploader:
                 self._spool_failing = True
                 return
             self._overflow = []
+            # Counted once written (or held in memory), so `spooled` never runs ahead.
+            self._stored += len(lines)
             if self._spool_failing:
                 log.info("the spool %s takes writes again", self.spool.path)
                 self._spool_failing = False
