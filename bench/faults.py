@@ -52,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
+from proctor.contract import TERMINAL_STATUSES  # noqa: E402
+
 KEY = "pk-bench-faults-0123456789abcdef01"
 FAULTS = ("server-kill", "spool-full", "storm", "resets", "eval-kill")
 
@@ -386,7 +388,7 @@ def run_schedule(
         whole = out.lost == 0 and len(set(expected)) >= n
         if out.status == "COMPLETED" and not whole:
             out.false_status += 1
-        if code == 0 and out.status in ("RUNNING", "PENDING", "PROCESSING"):
+        if code == 0 and out.status not in TERMINAL_STATUSES:
             out.false_status += 1  # reported done, left open
         if code == 0 and whole and out.status != "COMPLETED":
             out.false_status += 1  # everything there, reported done, not completed

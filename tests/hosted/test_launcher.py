@@ -99,10 +99,15 @@ def test_credential_headers_are_masked_in_metadata_but_reach_the_command(
 ) -> None:
     evaluation_id = _create(db, headers=["Authorization: Bearer hdr-s3cret", "X-Team: a"])
     assert "hdr-s3cret" not in _record(db, evaluation_id)[0].metadata_raw
-    launcher = _launcher(db, tmp_path, "echo {options}; exit 3")
+    command = "printf '%s ' {options}; printf '\\n%s\\n' \"$PROCTOR_CLIENT_HEADERS\"; exit 3"
+    launcher = _launcher(db, tmp_path, command)
     _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
-    log = (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text()
-    assert "Bearer hdr-s3cret" in log and "X-Team" in log
+    options, headers = (
+        (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text().splitlines()[:2]
+    )
+    # The command line names the variable; the values travel in the sandbox's environment.
+    assert "--client.headers-var PROCTOR_CLIENT_HEADERS" in options and "s3cret" not in options
+    assert json.loads(headers) == {"Authorization": "Bearer hdr-s3cret", "X-Team": "a"}
     # Once the sandbox has ended, the database no longer holds the credential anywhere.
     hosted = _record(db, evaluation_id)[1]
     assert hosted.secrets is None and "hdr-s3cret" not in json.dumps(hosted.config)
