@@ -131,7 +131,8 @@ task = Task(dataset=[Sample(input=t["prompt"], target=t["answer"]) for t in task
 os.environ.setdefault("OPENAI_API_KEY", "x")
 first = time.time()
 logs = inspect_eval(task, model="openai/demo", model_base_url=url, max_connections=c,
-                    max_samples=c, display="none", log_dir=tempfile.mkdtemp(), max_retries=0)
+                    max_samples=c, model_args={"responses_api": False}, display="none",
+                    log_dir=tempfile.mkdtemp(), max_retries=0)
 last = time.time()
 assert logs[0].status == "success", logs[0].status
 print(json.dumps({"first": first, "last": last, "n": len(logs[0].samples or tasks)}))
@@ -164,8 +165,12 @@ PEERS: dict[str, tuple[str, str | None]] = {
     "raw asyncio floor": (RAW_FLOOR, None),
     "bare openai loop": (BARE_OPENAI, "openai"),
     "inspect-ai": (INSPECT, "inspect-ai"),
-    "verifiers": (VERIFIERS, "verifiers"),
 }
+# verifiers 0.4.0 is installed by `--with-verifiers`, but its harness is not written yet: 0.4.0
+# replaced the `vf.SingleTurnEnv(...).evaluate()` API the harness above was written for with
+# the agent/harness stack of `verifiers.v1`.
+if "--with-verifiers" in sys.argv:
+    PEERS["verifiers"] = (VERIFIERS, "verifiers")
 
 
 @dataclass
@@ -282,6 +287,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--peer-concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--no-peers", action="store_true", help="proctor rows only")
+    parser.add_argument(
+        "--with-verifiers", action="store_true", help="also verifiers (harness for < 0.4 only)"
+    )
     parser.add_argument("--base-url", help="use this endpoint instead of starting a demo model")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per row; the best of them is reported"
@@ -308,6 +316,7 @@ def main() -> int:
     n, small = opts.rollouts, 8  # the small run: enough jobs that every worker starts
     rows: list[Row] = []
     versions: dict[str, str] = {}
+    failures: list[str] = []
 
     def add(name: str, c: int, fn: Callable[[int, int], Measure], base: Measure) -> Row:
         m = best_of(fn, n, c, opts.repeat)
@@ -352,11 +361,16 @@ def main() -> int:
                     ) -> Measure:
                         return measure_peer(script, python, url, tasks_file, k, c, tmp)
 
-                    add(name, c, peer, best_of(peer, small, c, opts.repeat))
+                    try:
+                        add(name, c, peer, best_of(peer, small, c, opts.repeat))
+                    except RuntimeError as e:  # a peer that fails is a finding, not a crash
+                        last = str(e).strip().splitlines()[-1][:200]
+                        failures.append(f"{name} at -c {c} failed: {last}")
+                        print(failures[-1], file=sys.stderr)
     finally:
         if demo is not None:
             demo.stop()
-    report = render(rows, startup, versions, opts, load_before)
+    report = render(rows, startup, versions, opts, load_before, failures)
     print(report)
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     opts.out.write_text(report)
@@ -382,6 +396,7 @@ def render(
     versions: dict[str, str],
     opts: argparse.Namespace,
     load_before: tuple[float, float, float],
+    failures: list[str],
 ) -> str:
     def load(values: tuple[float, ...]) -> str:
         return ", ".join(f"{x:.1f}" for x in values)
@@ -444,6 +459,7 @@ def render(
                     f"- -c {c}: {name} wall {peer.m.wall_s / ours.m.wall_s:.2f}x proctor's, "
                     f"CPU per rollout {peer.marginal_ms / ours.marginal_ms:.2f}x proctor's"
                 )
+    lines += [f"- {failure}" for failure in failures]
     lines += [
         "",
         "Wall: proctor and the loops from their first request to their last answer; inspect-ai "
