@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,14 @@ def _psycopg(url: str) -> str:
 @pytest.fixture(params=_backends())
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """URL of an empty database of the parametrised backend, dropped after the test."""
-    if request.param == "sqlite":
+    with fresh_database(request.param, tmp_path) as url:
+        yield url
+
+
+@contextmanager
+def fresh_database(backend: str, tmp_path: Path) -> Iterator[str]:
+    """URL of an empty database of `backend` ("sqlite" or "postgres"), dropped afterwards."""
+    if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'proctor.db'}"
         return
     admin_url = _psycopg(postgres_url() or "")
