@@ -84,7 +84,10 @@ class HostedEvalConfig(BaseModel):
     """Retries of a failed model request."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment's loader."""
-    api_base_url: str | None = None
+    api_base_url: str | None = Field(
+        default=None,
+        json_schema_extra={"pattern": "^https?://"},  # as `_has_scheme` checks
+    )
     """The model endpoint (OpenAI-compatible, ending in /v1)."""
     api_key_var: str | None = None
     """Name of the environment variable that holds the model's API key in the sandbox."""
