@@ -99,6 +99,9 @@ class Sample(BaseModel):
     """None, or `{"type", "message", ...}` for a failed rollout."""
     stop_condition: str | None = None
     """Why the conversation ended: `completed`, `max_turns`, `model_error`, ..."""
+    trajectory: list[Any] = []
+    """What happened beside the conversation, in order: sandbox runs, judge calls (dicts
+    with a `type`)."""
     info: dict[str, Any] = {}
     """The task's free-form `info`."""
     env: str | None = None
