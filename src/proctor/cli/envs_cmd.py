@@ -1,4 +1,4 @@
-"""`proctor envs list`: the installed environments, with description and size."""
+"""`proctor envs list|push`: the installed environments; publish one to the platform's hub."""
 
 from __future__ import annotations
 
@@ -14,12 +14,62 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=CommandParser)
     listing = sub.add_parser("list", help="list the installed environments (the default)")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    push = sub.add_parser(
+        "push",
+        help="publish an environment package to the hub (PROCTOR_API_URL, PROCTOR_API_KEY)",
+    )
+    push.add_argument(
+        "path",
+        nargs="?",
+        default=".",
+        metavar="PATH",
+        help="a project folder with a pyproject.toml, or a built .whl (default: .)",
+    )
+    push.add_argument("--name", help="name on the hub (default: [project].name)")
+    push.add_argument("--team", help="publish for this team (default: under your user)")
+    push.add_argument(
+        "--visibility",
+        choices=["private", "public"],
+        help="who may see and run it (new environments are private)",
+    )
+    push.add_argument(
+        "--no-build-isolation",
+        action="store_true",
+        help="build with this environment's packages instead of an isolated build environment",
+    )
     return parser
 
 
+def _push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from proctor import hub
+    from proctor.hosted import remote
+
+    client = remote.connect()
+    try:
+        pushed = hub.push_path(
+            client,
+            Path(args.path),
+            name=args.name,
+            team_id=args.team,
+            visibility=args.visibility.upper() if args.visibility else None,
+            isolation=not args.no_build_isolation,
+        )
+    finally:
+        client.close()
+    slug = f"{pushed.owner}/{pushed.name}"
+    print(pushed.message or f"Published {slug}.")
+    print(f"  version: {pushed.version or '-'}  content hash: {pushed.content_hash[:12]}")
+    print(f"  run it hosted: proctor hosted run {slug} -m MODEL")
+    return 0
+
+
 def run(argv: list[str]) -> int:
-    """List the environments found under the `proctor.environments` entry point."""
+    """List the environments found under the `proctor.environments` entry point, or push one."""
     args = _parser().parse_args(argv or ["list"])
+    if args.action == "push":
+        return _push(args)
     from proctor.envs import list_environments
 
     infos = list_environments()

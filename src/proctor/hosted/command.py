@@ -219,13 +219,21 @@ def _headers(raw: list[str] | dict[str, str] | None) -> dict[str, str]:
     return out
 
 
-def build_command(template: str, *, environment: str, model: str, config: HostedEvalConfig) -> str:
+def build_command(
+    template: str,
+    *,
+    environment: str,
+    model: str,
+    config: HostedEvalConfig,
+    proctor: str | None = None,
+) -> str:
     """Fill the template; every substituted value is shell-quoted.
 
-    Other text, `${VAR}` included, is left for the sandbox's shell.
+    Other text, `${VAR}` included, is left for the sandbox's shell. `proctor` replaces how
+    the CLI is run (already shell words), e.g. through a published package's own venv.
     """
     values = {
-        "proctor": proctor_executable(),
+        "proctor": proctor or proctor_executable(),
         "env": shlex.quote(environment),
         "model": shlex.quote(model),
         "options": " ".join(shlex.quote(w) for w in eval_options(config)),

@@ -49,6 +49,12 @@ class LauncherSettings(BaseSettings):
     """The platform URL handed to sandboxes (default: the server's own address)."""
     log_tail_bytes: int = Field(default=1 << 20, ge=1024)
     """The logs endpoint returns at most this much of a sandbox's output (its tail)."""
+    package_index: str | None = None
+    """Index URL pip installs a published environment's dependencies from (`--index-url`);
+    unset means pip's own configuration."""
+    venv_cache: bool = True
+    """Keep a published environment's venv per content hash for later runs (false: build a
+    fresh one in each sandbox)."""
 
     @classmethod
     def load(cls, **overrides: Any) -> LauncherSettings:

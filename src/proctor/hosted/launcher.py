@@ -38,6 +38,7 @@ from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES
 from proctor.errors import ProctorError
 from proctor.hosted.command import HostedEvalConfig, build_command, secret_environment
 from proctor.hosted.config import LauncherSettings, make_backend
+from proctor.hosted.packages import install_prefix
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
@@ -283,11 +284,26 @@ class Launcher:
         if "headers" in stored_secrets:  # credential-like headers are masked in the config
             eval_config["headers"] = stored_secrets["headers"]
         config = HostedEvalConfig.model_validate(eval_config)
+        box = self._box(evaluation_id)
+        package = stored.get("package")
+        writable: tuple[Path, ...] = ()
+        prefix = None
+        if package:
+            # A pushed environment: its exact wheel goes into the sandbox's own venv first.
+            venvs = self.data_dir / "hosted-venvs" if self.settings.venv_cache else box / "venv"
+            writable = (venvs,) if self.settings.venv_cache else ()
+            prefix = install_prefix(
+                package,
+                venvs,
+                cache=self.settings.venv_cache,
+                index_url=self.settings.package_index,
+            )
         command = build_command(
             self.settings.command,
             environment=str(stored["environment"]),
             model=str(stored["model"]),
             config=config,
+            proctor=prefix,
         )
         env = {
             "PROCTOR_API_URL": self.api_url,
@@ -300,13 +316,13 @@ class Launcher:
             if value and config.api_key_var in self.settings.forwarded_names():
                 env[config.api_key_var] = value
         env.update(secrets)
-        box = self._box(evaluation_id)
         spec = SandboxSpec(
             evaluation_id=evaluation_id,
             command=command,
             env=env,
             workdir=box / "work",
             log_path=box / "sandbox.log",
+            writable=writable,
         )
         handle = self.backend.start(spec)
         # Recorded at once, so a launcher dying before the database write cannot orphan it.

@@ -94,7 +94,9 @@ class LocalSandbox:
         exit_path.unlink(missing_ok=True)
         argv = ["/bin/sh", "-c", _wrapped(spec.command, exit_path)]
         if self.isolation == "bwrap":
-            argv = self._bwrap(workdir, log_path.parent) + argv
+            for path in spec.writable:
+                path.mkdir(parents=True, exist_ok=True)
+            argv = self._bwrap(workdir, log_path.parent, spec.writable) + argv
         env = {**base_environment(), **spec.env, "EVALUATION_ID": spec.evaluation_id}
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
@@ -119,7 +121,10 @@ class LocalSandbox:
             log_path=str(log_path),
         )
 
-    def _bwrap(self, workdir: Path, sandbox_dir: Path) -> list[str]:
+    def _bwrap(
+        self, workdir: Path, sandbox_dir: Path, writable: tuple[Path, ...] = ()
+    ) -> list[str]:
+        binds = [arg for path in writable for arg in ("--bind", str(path), str(path))]
         return [
             "bwrap",
             "--ro-bind",
@@ -137,6 +142,7 @@ class LocalSandbox:
             "--bind",
             str(workdir),
             str(workdir),
+            *binds,
             "--unshare-pid",
             "--die-with-parent",
             "--chdir",

@@ -31,6 +31,8 @@ class SandboxSpec:
     """The sandbox's working directory (the local backend creates it)."""
     log_path: Path | None = None
     """Where the local backend captures stdout and stderr."""
+    writable: tuple[Path, ...] = ()
+    """More directories the command may write to under isolation (e.g. the venv cache)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from proctor.server.errors import PayloadTooLarge, error_body
 from proctor.server.settings import Settings
 
+_UPLOAD_PATH = "/environmentshub/uploads/"
+
 
 def too_large(max_bytes: int) -> PayloadTooLarge:
     """The error for a body over `max_bytes`."""
@@ -34,6 +36,9 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         max_bytes = self.settings.max_request_bytes
+        if _UPLOAD_PATH in scope.get("path", ""):
+            # Package uploads have their own cap (the endpoint enforces it as they stream).
+            max_bytes = max(max_bytes, self.settings.hub_max_artifact_bytes)
         declared = _content_length(scope)
         if declared is not None and declared > max_bytes:
             await _answer_413(send, max_bytes)

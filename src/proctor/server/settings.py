@@ -41,6 +41,16 @@ class Settings(BaseSettings):
     max_request_bytes: int = MAX_REQUEST_BYTES
     """Largest request body accepted; larger ones answer 413."""
 
+    hub_owner: str = "proctor"
+    """Owner on the environments hub of the environments installed with the server."""
+
+    hub_max_artifact_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    """Largest package (wheel or source archive) a push may upload; larger ones answer 413."""
+
+    def hub_dir(self) -> Path:
+        """Where the hub keeps uploaded packages, each under its SHA-256."""
+        return self.resolved_data_dir() / "hub"
+
     def resolved_data_dir(self) -> Path:
         """The data directory with `~` expanded."""
         return self.data_dir.expanduser()

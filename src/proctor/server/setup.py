@@ -14,6 +14,7 @@ from proctor.errors import ConfigError
 from proctor.server import migrations
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database, make_session_factory
+from proctor.server.environments.installed import publish_installed
 from proctor.server.evaluations.service import complete_pending_statistics
 from proctor.server.settings import Settings, invalid_setting
 
@@ -27,6 +28,7 @@ def prepare_database(settings: Settings, db: Database) -> None:
         if settings.bootstrap_key and auth.ensure_bootstrap_key(session, settings.bootstrap_key):
             logger.info("created the admin key from PROCTOR_BOOTSTRAP_KEY")
         has_keys = auth.has_keys(session)
+        publish_installed(session, settings.hub_owner)
     if not has_keys:
         data_dir = "" if settings.database_url else f" --data-dir {settings.data_dir}"
         logger.warning(

@@ -101,6 +101,50 @@ class Environment(Base):
     latest_version_id: Mapped[str | None] = mapped_column(String(64))
     latest_semantic_version: Mapped[str | None] = mapped_column(String(64))
     latest_content_hash: Mapped[str | None] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16), default="named", server_default="named")
+    """`installed` (with the server), `pushed` (has published packages) or `named` (a name only)."""
+    visibility: Mapped[str] = mapped_column(String(16), default="PRIVATE", server_default="PRIVATE")
+    """`PUBLIC` (every key sees it) or `PRIVATE` (its user, or its team's members)."""
+    description: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[list[Any] | None] = mapped_column(JSON, default=list)
+    updated_at: Mapped[datetime | None]
+
+
+class EnvironmentVersion(Base):
+    """One published package of a hub environment, unique per content hash.
+
+    A push stages a `PENDING` row (wheel and source uploads go to the data dir), and its
+    finalize makes it `READY`; only READY versions are listed, resolved or run.
+    """
+
+    __tablename__ = "environment_versions"
+    __table_args__ = (
+        UniqueConstraint(
+            "environment_id", "content_hash", name="uq_environment_versions_environment_hash"
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    environment_id: Mapped[str] = mapped_column(
+        ForeignKey("environments.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[str] = mapped_column(String(16), default="PENDING")
+    semantic_version: Mapped[str | None] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """The push's metadata (description, tags, requires_dist, entry points, ...)."""
+    wheel_filename: Mapped[str | None] = mapped_column(String(300))
+    wheel_sha256: Mapped[str | None] = mapped_column(String(64))
+    wheel_size: Mapped[int | None] = mapped_column(BigInteger)
+    wheel_path: Mapped[str | None] = mapped_column(Text)
+    source_filename: Mapped[str | None] = mapped_column(String(300))
+    source_sha256: Mapped[str | None] = mapped_column(String(64))
+    source_path: Mapped[str | None] = mapped_column(Text)
+    upload_token_hash: Mapped[str | None] = mapped_column(String(64))
+    """SHA-256 of the secret in this push's upload URLs; cleared once READY."""
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finalized_at: Mapped[datetime | None]
 
 
 class Evaluation(Base):

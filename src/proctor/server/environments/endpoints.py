@@ -1,27 +1,56 @@
-"""HTTP routes of the environments hub."""
+"""HTTP routes of the environments hub: thin wrappers over `service`."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from proctor.server.auth.dependencies import CurrentPrincipal
-from proctor.server.deps import ReadSession, WriteSession
-from proctor.server.environments import service
-from proctor.server.environments.schemas import EnvironmentResponse, LookupRequest, ResolveRequest
+from proctor.server.deps import ReadSession, SettingsDep, WriteSession
+from proctor.server.environments import artifacts, service
+from proctor.server.environments.schemas import (
+    Done,
+    EnvironmentList,
+    EnvironmentResponse,
+    FinalizeResponse,
+    LookupRequest,
+    ResolveRequest,
+    StatusResponse,
+    UploadSlotResponse,
+    VersionList,
+    VersionListResponse,
+    VersionRequest,
+    WheelRequest,
+)
+from proctor.server.errors import InvalidInput
 from proctor.server.openapi import errors
 
 router = APIRouter(prefix="/environmentshub", tags=["environments"])
 
+# Path parameters fit the columns they are looked up in.
+Owner = Annotated[str, Path(max_length=200)]
+Name = Annotated[str, Path(max_length=200)]
+Ref = Annotated[str, Path(max_length=200)]
+Id = Annotated[str, Path(max_length=64)]
 
-@router.post("/resolve", response_model=EnvironmentResponse)
+LIST_LIMIT_MAX = 100
+"""Page sizes above this are clamped, not refused (what public clients expect)."""
+
+
+def _api_base(request: Request) -> str:
+    # The origin and prefix this client reached the API at, for the upload URLs it gets.
+    return str(request.url).split("/environmentshub", 1)[0]
+
+
+@router.post("/resolve", response_model=EnvironmentResponse, responses=errors(403, 404))
 def resolve(
-    body: ResolveRequest, principal: CurrentPrincipal, session: WriteSession
+    body: ResolveRequest, principal: CurrentPrincipal, session: WriteSession, settings: SettingsDep
 ) -> EnvironmentResponse:
-    """Get or create an environment by name."""
-    env = service.resolve(session, principal, body.name, body.team_id)
-    return EnvironmentResponse(data=service.to_out(env))
+    """Get an environment by name (bare names: own, team, platform), or create it as yours."""
+    env, created = service.resolve(session, principal, body, settings)
+    return EnvironmentResponse(data=service.to_out(session, env, created=created))
 
 
 @router.post("/lookup", response_model=EnvironmentResponse, responses=errors(404))
@@ -29,15 +58,210 @@ def lookup(
     body: LookupRequest, principal: CurrentPrincipal, session: ReadSession
 ) -> EnvironmentResponse:
     """An environment by id."""
-    return EnvironmentResponse(data=service.to_out(service.lookup(session, principal, body.id)))
+    env = service.lookup(session, principal, body.id)
+    return EnvironmentResponse(data=service.to_out(session, env))
 
 
-@router.get("/{owner}/{name}/@latest", response_model=EnvironmentResponse)
-def latest(
-    owner: Annotated[str, Path(max_length=200)],
-    name: Annotated[str, Path(max_length=200)],
+@router.get("/", response_model=EnvironmentList)
+def list_environments(
     principal: CurrentPrincipal,
     session: ReadSession,
+    settings: SettingsDep,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=2**31 - 1)] = 20,
+    owner: Annotated[str | None, Query(max_length=200)] = None,
+    visibility: Annotated[str | None, Query(max_length=16)] = None,
+    search: Annotated[str | None, Query(max_length=100)] = None,
+    tags: Annotated[list[str] | None, Query(max_length=20)] = None,
+    sort_by: Annotated[str, Query(max_length=32)] = "created_at",
+    sort_order: Annotated[str, Query(max_length=8)] = "desc",
+    include_teams: bool = True,
+    mine_only: bool = False,
+    starred_only: bool = False,
+) -> EnvironmentList:
+    """The environments the platform can run that this key sees (installed and pushed)."""
+    principal.require_unscoped()
+    if sort_by not in ("name", "created_at", "updated_at", "stars"):
+        raise InvalidInput("sort_by must be name, created_at, updated_at or stars.")
+    if sort_order not in ("asc", "desc"):
+        raise InvalidInput("sort_order must be asc or desc.")
+    limit = min(limit, LIST_LIMIT_MAX)
+    if starred_only:  # the hub has no stars: nothing is starred
+        return EnvironmentList(data=[], total_count=0, offset=offset, limit=limit)
+    rows, total = service.repository.page(
+        session,
+        principal,
+        offset=offset,
+        limit=limit,
+        owner=service.hub_owner_of(owner, settings) if owner else None,
+        visibility=visibility.upper() if visibility else None,
+        search=search,
+        tags=tags or [],
+        mine_only=mine_only,
+        include_teams=include_teams,
+        sort_by=sort_by,
+        descending=sort_order == "desc",
+    )
+    return EnvironmentList(
+        data=[service.listed(env) for env in rows], total_count=total, offset=offset, limit=limit
+    )
+
+
+@router.get("/{owner}/{name}/status", response_model=StatusResponse, responses=errors(404))
+def status(
+    owner: Owner,
+    name: Name,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    settings: SettingsDep,
+) -> StatusResponse:
+    """An environment with its latest version."""
+    env = service.find(session, principal, owner, name, settings)
+    return StatusResponse(data=service.status(env, session))
+
+
+@router.get("/{owner}/{name}/versions", response_model=VersionListResponse, responses=errors(404))
+def versions(
+    owner: Owner,
+    name: Name,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    settings: SettingsDep,
+) -> VersionListResponse:
+    """The published versions, newest first."""
+    env = service.find(session, principal, owner, name, settings)
+    return VersionListResponse(data=VersionList(versions=service.version_rows(session, env)))
+
+
+@router.get("/{owner}/{name}/@{version}", response_model=EnvironmentResponse, responses=errors(404))
+def version(
+    owner: Owner,
+    name: Name,
+    version: Ref,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    settings: SettingsDep,
 ) -> EnvironmentResponse:
-    """An environment by `owner/name`, with its latest version."""
-    return EnvironmentResponse(data=service.to_out(service.latest(session, principal, owner, name)))
+    """An environment at a version: `@latest`, `@<semantic version>` or `@<content hash>`."""
+    env = service.find(session, principal, owner, name, settings)
+    return EnvironmentResponse(
+        data=service.to_out(session, env, service.version_of(session, env, version))
+    )
+
+
+@router.delete("/{owner}/{name}/@{content_hash}", response_model=Done, responses=errors(403, 404))
+def delete_version(
+    owner: Owner,
+    name: Name,
+    content_hash: Ref,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    settings: SettingsDep,
+) -> Done:
+    """Delete one version (by its content hash, 8 characters or more)."""
+    env = service.find(session, principal, owner, name, settings)
+    return Done(message=service.delete_version(session, principal, env, content_hash))
+
+
+@router.delete("/{owner}/{name}", response_model=Done, responses=errors(403, 404))
+def delete_environment(
+    owner: Owner,
+    name: Name,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    settings: SettingsDep,
+) -> Done:
+    """Delete an environment with its versions and stored packages."""
+    env = service.find(session, principal, owner, name, settings)
+    return Done(message=service.delete_environment(session, principal, env))
+
+
+@router.post(
+    "/{env_id}/wheels", response_model=UploadSlotResponse, responses=errors(403, 404, 409, 413)
+)
+def prepare_wheel(
+    env_id: Id,
+    body: WheelRequest,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    settings: SettingsDep,
+    request: Request,
+) -> UploadSlotResponse:
+    """Announce a wheel; answers the URL to PUT it to (null: already published)."""
+    slot = service.prepare_wheel(session, principal, env_id, body, settings, _api_base(request))
+    return UploadSlotResponse(data=slot)
+
+
+@router.post(
+    "/{env_id}/wheels/{wheel_id}/finalize", response_model=Done, responses=errors(403, 404, 409)
+)
+def finalize_wheel(
+    env_id: Id, wheel_id: Id, principal: CurrentPrincipal, session: WriteSession
+) -> Done:
+    """Check the uploaded wheel."""
+    return Done(message=service.finalize_wheel(session, principal, env_id, wheel_id))
+
+
+@router.post(
+    "/{env_id}/versions", response_model=UploadSlotResponse, responses=errors(403, 404, 409)
+)
+def prepare_version(
+    env_id: Id,
+    body: VersionRequest,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    request: Request,
+) -> UploadSlotResponse:
+    """Announce the version (and its source archive); answers where to PUT the source."""
+    slot = service.prepare_version(session, principal, env_id, body, _api_base(request))
+    return UploadSlotResponse(data=slot)
+
+
+@router.post(
+    "/{env_id}/versions/{version_id}/finalize",
+    response_model=FinalizeResponse,
+    responses=errors(403, 404, 409),
+)
+def finalize_version(
+    env_id: Id, version_id: Id, principal: CurrentPrincipal, session: WriteSession
+) -> FinalizeResponse:
+    """Publish the version: it becomes the environment's latest."""
+    return FinalizeResponse(data=service.finalize_version(session, principal, env_id, version_id))
+
+
+@router.put(
+    "/uploads/{version_id}/{kind}/{secret}", response_model=Done, responses=errors(403, 413)
+)
+async def upload(
+    version_id: Id,
+    kind: Annotated[str, Path(max_length=16)],
+    secret: Annotated[str, Path(max_length=200)],
+    request: Request,
+    settings: SettingsDep,
+) -> Done:
+    """Receive a package's bytes (the URL's secret authorises it, like a presigned URL)."""
+    db = request.app.state.db
+
+    def target() -> service.UploadTarget:
+        with db.read() as session:
+            return service.upload_target(session, version_id, kind, secret, settings)
+
+    found = await run_in_threadpool(target)
+    if found.path is None:
+        async for _ in request.stream():  # already published: the same bytes again
+            pass
+        return Done(message="already published")
+    await artifacts.receive(
+        request.stream(),
+        found.path,
+        sha256=found.sha256,
+        size=found.size,
+        cap=settings.hub_max_artifact_bytes,
+    )
+
+    def record() -> None:
+        with db.write() as session:
+            service.record_upload(session, found)
+
+    await run_in_threadpool(record)
+    return Done(message="uploaded")

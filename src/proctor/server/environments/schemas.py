@@ -1,25 +1,37 @@
-"""Request and response shapes of the environments hub."""
+"""Request and response shapes of the environments hub (the public `prime` CLI's protocol)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.server.boundary import NoNul
 
 # `owner/name` or `name`: each part fits its 200-character column, and the name is not blank.
 NAME_PATTERN = r"^(?:[^\x00]{0,200}/)?[ \t\n\r\f\v]*[^\x00/ \t\n\r\f\v][^\x00/]{0,199}$"
 
+Slug = Annotated[str, Field(max_length=200), NoNul]
+Hash = Annotated[str, Field(max_length=64), NoNul]
+Short = Annotated[str, Field(max_length=64), NoNul]
+
 
 class ResolveRequest(BaseModel):
     """Body of `POST /environmentshub/resolve`."""
 
+    model_config = ConfigDict(extra="ignore")
+
     name: Annotated[str, Field(min_length=1, max_length=401, pattern=NAME_PATTERN), NoNul]
     """Environment name, optionally `owner/name`."""
-
-    team_id: Annotated[str, Field(max_length=200), NoNul] | None = None
+    team_id: Slug | None = None
     """Team that owns a newly created environment; empty means personal."""
+    team_slug: Slug | None = None
+    """The same, by slug (a team's slug is its id)."""
+    owner_slug: Slug | None = None
+    """Owner (user name or team) of the environment."""
+    visibility: Annotated[str, Field(max_length=32), NoNul] | None = None
+    """`PUBLIC` or `PRIVATE` (the default) for a new environment, or to change an own one."""
 
 
 class LookupRequest(BaseModel):
@@ -29,25 +41,179 @@ class LookupRequest(BaseModel):
     """Environment id."""
 
 
+class PackageMetadata(BaseModel):
+    """The `metadata` of a push: what the package's pyproject.toml says."""
+
+    model_config = ConfigDict(extra="allow")
+
+    description: str | None = Field(default=None, max_length=10_000)
+    tags: list[str] = Field(default_factory=list, max_length=100)
+    requires_dist: list[str] = Field(default_factory=list, max_length=1000)
+
+
+class WheelRequest(BaseModel):
+    """Body of `POST /environmentshub/{id}/wheels`: announce a wheel for a content hash."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content_hash: Hash
+    filename: Annotated[str, Field(max_length=300), NoNul]
+    sha256: Hash
+    size: int = Field(ge=1, le=2**62)
+    semantic_version: Short | None = None
+    metadata: PackageMetadata = Field(default_factory=PackageMetadata)
+    runtime_hint: Annotated[str, Field(max_length=32), NoNul] | None = None
+
+
+class VersionRequest(BaseModel):
+    """Body of `POST /environmentshub/{id}/versions`: announce the version (and its source)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    content_hash: Hash
+    filename: Annotated[str, Field(max_length=300), NoNul] | None = None
+    """The source archive's name; without it (and `sha256`) no source is uploaded."""
+    sha256: Hash | None = None
+    semantic_version: Short | None = None
+    metadata: PackageMetadata = Field(default_factory=PackageMetadata)
+    runtime_hint: Annotated[str, Field(max_length=32), NoNul] | None = None
+
+
+class OwnerOut(BaseModel):
+    """Who owns an environment."""
+
+    name: str
+    type: str
+    """`user`, `team` or `platform` (installed with the server)."""
+
+
 class VersionOut(BaseModel):
-    """The latest version of an environment, as far as the hub knows."""
+    """One published version."""
 
     id: str | None
     semantic_version: str | None
     content_hash: str | None
+    created_at: datetime | None = None
 
 
 class EnvironmentOut(BaseModel):
-    """One environment."""
+    """One environment, as resolve, lookup and `@version` answer it."""
 
     id: str
     name: str
-    owner: str
+    owner: OwnerOut
     team_id: str | None
-    latest_version: VersionOut
+    visibility: str
+    kind: str
+    description: str | None
+    tags: list[str]
+    created: bool = False
+    """True when this call created it (resolve only)."""
+    latest_version: VersionOut | None
+    semantic_version: str | None = None
+    """Of the version asked for (`@latest` or `@<version>`)."""
+    content_hash: str | None = None
+    version_id: str | None = None
+    entry_points: list[str] = Field(default_factory=list)
+    """The `proctor.environments` names the version's package provides."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class EnvironmentResponse(BaseModel):
-    """Every hub answer wraps the environment in `data`."""
+    """Every single-environment answer wraps it in `data`."""
 
     data: EnvironmentOut
+
+
+class ListedEnvironment(BaseModel):
+    """One row of `GET /environmentshub/` (`latest_version` is the version text)."""
+
+    id: str
+    name: str
+    owner: OwnerOut
+    description: str | None
+    latest_version: str | None
+    visibility: str
+    kind: str
+    tags: list[str]
+    stars: int = 0
+    created_at: datetime
+    updated_at: datetime | None
+
+
+class EnvironmentList(BaseModel):
+    """Answer of `GET /environmentshub/`."""
+
+    data: list[ListedEnvironment]
+    total_count: int
+    offset: int
+    limit: int
+
+
+class StatusOut(BaseModel):
+    """Answer body of `GET /environmentshub/{owner}/{name}/status`."""
+
+    id: str
+    name: str
+    owner: OwnerOut
+    description: str | None
+    visibility: str
+    latest_version: VersionOut | None
+
+
+class StatusResponse(BaseModel):
+    data: StatusOut
+
+
+class VersionRow(BaseModel):
+    """One row of `GET /environmentshub/{owner}/{name}/versions`, newest first."""
+
+    id: str
+    version: str | None
+    semantic_version: str | None
+    content_hash: str
+    sha256: str
+    """The content hash again (the public CLI shows this column)."""
+    wheel_sha256: str | None
+    wheel_filename: str | None
+    size: int
+    """How many artifacts (wheel, source) the version holds."""
+    created_at: datetime
+
+
+class VersionList(BaseModel):
+    versions: list[VersionRow]
+
+
+class VersionListResponse(BaseModel):
+    data: VersionList
+
+
+class UploadSlot(BaseModel):
+    """Where to PUT an artifact; `upload_url` is null when nothing needs uploading."""
+
+    wheel_id: str | None = None
+    version_id: str | None = None
+    upload_url: str | None
+
+
+class UploadSlotResponse(BaseModel):
+    data: UploadSlot
+
+
+class FinalizeOut(BaseModel):
+    success: bool
+    message: str
+    version_id: str
+    semantic_version: str | None
+    content_hash: str
+
+
+class FinalizeResponse(BaseModel):
+    data: FinalizeOut
+
+
+class Done(BaseModel):
+    """A plain acknowledgement."""
+
+    message: str

@@ -27,7 +27,13 @@ def create(
     background: BackgroundTasks,
 ) -> CreatedHostedEvaluations:
     """Create one PENDING evaluation per environment for the launcher to run."""
-    ids = service.create_hosted(session, principal, body, service.launcher_settings(request.app))
+    ids = service.create_hosted(
+        session,
+        principal,
+        body,
+        service.launcher_settings(request.app),
+        request.app.state.settings,
+    )
     # Runs after the response, so after the commit: the launcher then sees the new rows.
     background.add_task(service.wake_launcher, request.app)
     return CreatedHostedEvaluations(evaluation_id=ids[0], evaluation_ids=ids)

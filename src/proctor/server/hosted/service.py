@@ -22,14 +22,14 @@ from proctor.hosted.local import LocalSandbox
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
-from proctor.server.db.models import Environment, HostedEvaluation
-from proctor.server.environments import repository as environments
+from proctor.server.db.models import HostedEvaluation
 from proctor.server.environments import service as environment_service
 from proctor.server.errors import BadRequest, Conflict, InvalidInput, NotVisible
 from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
 from proctor.server.hosted import repository
 from proctor.server.hosted.schemas import CreateHostedEvaluation
+from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +51,6 @@ def wake_launcher(app: FastAPI) -> None:
         launcher.wake()
 
 
-def _environment(
-    session: Session, principal: Principal, ref: str, team_id: str | None
-) -> Environment:
-    # Public clients send hub ids; a plain name is resolved (get-or-create) like the hub does.
-    return environments.by_id(session, ref) or environment_service.resolve(
-        session, principal, ref, team_id
-    )
-
-
 def _default_name(environment: str, model: str) -> str:
     safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
     return f"{environment}--{safe_model}--hosted-{uuid.uuid4().hex[:8]}"
@@ -70,27 +61,42 @@ def create_hosted(
     principal: Principal,
     body: CreateHostedEvaluation,
     settings: LauncherSettings,
+    server_settings: Settings | None = None,
 ) -> list[str]:
-    """Create one PENDING hosted evaluation per environment; returns their ids in order."""
+    """Create one PENDING hosted evaluation per environment; returns their ids in order.
+
+    Each reference (hub id, `owner/name[@version]` or a bare name) must be visible to the
+    key; a pushed environment's exact package is recorded for the sandbox to install.
+    """
     principal.require_unscoped()
+    server_settings = server_settings or Settings()
     config = body.eval_config
     public_config = config.public_form()
     ids: list[str] = []
     for ref in body.environment_ids:
-        env = _environment(session, principal, ref, body.team_id)
+        target = environment_service.runnable(
+            session, principal, ref, body.team_id, server_settings
+        )
+        env, package = target.env, target.package
         metadata: dict[str, Any] = {
             "launcher": LAUNCHER_NAME,
             "environment": env.name,
             "inference_model": body.inference_model,
             **public_config,
         }
+        if package is not None:
+            metadata["environment_ref"] = package["ref"]
         name = body.name or _default_name(env.name, body.inference_model)
         if body.name and len(body.environment_ids) > 1:
             name = f"{body.name[:300]}--{env.name}"
         try:
             payload = CreateEvaluation(
                 name=name,
-                environments=[EnvironmentRef(id=env.id)],
+                environments=[
+                    EnvironmentRef(
+                        id=env.id, version_id=target.version.id if target.version else None
+                    )
+                ],
                 model_name=body.inference_model,
                 dataset=env.name,
                 framework="proctor",
@@ -110,9 +116,10 @@ def create_hosted(
         hosted = HostedEvaluation(
             evaluation_id=evaluation.id,
             config={
-                "environment": env.name,
+                "environment": target.entry_point,
                 "model": body.inference_model,
                 "eval_config": public_config,
+                **({"package": package} if package is not None else {}),
             },
             backend=settings.sandbox,
             timeout_minutes=config.timeout_minutes,
