@@ -23,12 +23,17 @@ def test_default_command_is_the_eval_cli_with_attach() -> None:
             "num_examples": 4,
             "rollouts_per_example": 2,
             "max_concurrent": 8,
-            "sampling_args": {"temperature": 0.7, "max_tokens": 64, "top_k": 5},
+            "sampling_args": {"temperature": 0.7, "max_tokens": 64},
             "env_args": {"level": "hard"},
             "api_base_url": "http://127.0.0.1:1/v1",
             "api_key_var": "MODEL_KEY",
             "headers": ["X-Team: a b"],
             "custom_secrets": {"MODEL_KEY": "sk-never-in-argv"},
+            "verbose": True,
+            "api_client_type": "openai_chat_completions",
+            "allow_sandbox_access": True,
+            "state_columns": [],
+            "independent_scoring": False,
         }
     )
     command = build_command(
@@ -50,9 +55,9 @@ def test_default_command_is_the_eval_cli_with_attach() -> None:
         "--client.api-key-var MODEL_KEY",
         "--client.headers-var PROCTOR_CLIENT_HEADERS",  # the values travel in the env
         "--no-serve --no-rich",
+        "--verbose",
     ):
         assert part in flags, part
-    assert "top_k" not in flags and "top-k" not in flags  # no flag for it: dropped, not guessed
     assert "sk-never-in-argv" not in command
     assert "a b" not in command
 
@@ -119,3 +124,22 @@ def test_a_sample_count_past_what_the_database_stores_is_refused() -> None:
     fits = {"num_examples": 1_000_000, "rollouts_per_example": 2_000}
     config = CreateHostedEvaluation.model_validate({**body, "eval_config": fits}).eval_config
     assert config.expected_samples is not None and config.expected_samples <= 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ({"sampling_args": {"temperature": 1, "top_k": 5}}, "sampling_args.top_k"),
+        ({"state_columns": ["answer"]}, "state_columns"),
+        ({"independent_scoring": True}, "independent_scoring"),
+        ({"extra_env_kwargs": {"x": 1}}, "extra_env_kwargs"),
+        ({"api_client_type": "anthropic_messages"}, "api_client_type"),
+        ({"some_new_knob": 1}, "eval_config.some_new_knob"),
+    ],
+)
+def test_a_setting_proctor_cannot_apply_is_refused_by_name(
+    setting: dict[str, object], named: str
+) -> None:
+    body = {"environment_ids": ["e"], "inference_model": "m", "eval_config": setting}
+    with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
+        CreateHostedEvaluation.model_validate(body)

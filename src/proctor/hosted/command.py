@@ -15,7 +15,7 @@ import shlex
 import sys
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from proctor.errors import ConfigError
 
@@ -38,7 +38,7 @@ DEFAULT_COMMAND = (
 """The default template. Placeholders: {proctor}, {env}, {model}, {options}, {num_examples},
 {rollouts}; `$EVALUATION_ID` is expanded by the sandbox's shell from its environment."""
 
-# Sampling keys `proctor eval` has flags for; others are dropped with a warning.
+# Sampling keys `proctor eval` has flags for; a hosted config with others is refused (422).
 _SAMPLING_FLAGS = {
     "temperature",
     "max_tokens",
@@ -59,6 +59,9 @@ def _not_a_boolean(value: Any) -> Any:
 # An integer as JSON Schema has it: `5` or `5.0`, never `true`. (Bounds go before it in
 # `Annotated`, or pydantic publishes them as `ge`/`le` instead of `minimum`/`maximum`.)
 NotBool = BeforeValidator(_not_a_boolean)
+
+
+_CLIENT_TYPES = {"openai", "openai_chat_completions", "chat_completions"}
 
 
 class HostedEvalConfig(BaseModel):
@@ -103,6 +106,56 @@ class HostedEvalConfig(BaseModel):
         },
     )
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
+    verbose: bool | None = None
+    """Log debug detail in the sandbox (`proctor eval --verbose`)."""
+    api_client_type: str | None = None
+    """The model API's kind; proctor speaks OpenAI chat completions only."""
+    state_columns: list[str] | None = None
+    """Extra state columns to save per sample; proctor has none, so only empty is accepted."""
+    independent_scoring: bool | None = None
+    """Score each rollout apart; proctor scores as it goes, so only false is accepted."""
+    extra_env_kwargs: dict[str, Any] | None = None
+    """Extra keyword arguments for the environment object; only empty is accepted (use
+    `env_args` for the loader's arguments)."""
+    allow_sandbox_access: bool | None = None
+    """Public clients' permission flag; a proctor sandbox has no sandboxes to grant."""
+    allow_instances_access: bool | None = None
+    """Public clients' permission flag; a proctor sandbox has no instances to grant."""
+    allow_tunnel_access: bool | None = None
+    """Public clients' permission flag; a proctor sandbox has no tunnels to grant."""
+
+    @model_validator(mode="after")
+    def _applied_or_refused(self) -> HostedEvalConfig:
+        # Every setting is either applied to the sandbox's command or refused here: none is
+        # stored and silently ignored.
+        unknown = sorted(self.model_extra or {})
+        if unknown:
+            raise ValueError(
+                f"eval_config.{unknown[0]} is not a setting proctor's hosted runs know; remove it"
+            )
+        unsupported = sorted(k for k in self.sampling_args if k not in _SAMPLING_FLAGS)
+        if unsupported:
+            raise ValueError(
+                f"sampling_args.{unsupported[0]} is not supported by proctor's hosted runs "
+                f"(supported: {', '.join(sorted(_SAMPLING_FLAGS))}); remove it"
+            )
+        if self.api_client_type and self.api_client_type not in _CLIENT_TYPES:
+            raise ValueError(
+                f"api_client_type {self.api_client_type!r} is not supported; proctor speaks "
+                "OpenAI chat completions (openai_chat_completions)"
+            )
+        if self.state_columns:
+            raise ValueError("state_columns is not supported by proctor's hosted runs; remove it")
+        if self.independent_scoring:
+            raise ValueError(
+                "independent_scoring is not supported by proctor's hosted runs; remove it"
+            )
+        if self.extra_env_kwargs:
+            raise ValueError(
+                "extra_env_kwargs is not supported by proctor's hosted runs; pass the loader's "
+                "arguments as env_args"
+            )
+        return self
 
     @field_validator("api_base_url")
     @classmethod
@@ -177,8 +230,7 @@ def eval_options(config: HostedEvalConfig) -> list[str]:
     if config.max_concurrent is not None:
         words += ["-c", str(config.max_concurrent)]
     for key, value in sorted(config.sampling_args.items()):
-        if key not in _SAMPLING_FLAGS:
-            logger.warning("sampling arg %r has no `proctor eval` flag; it is not passed", key)
+        if key not in _SAMPLING_FLAGS:  # refused when the config was validated
             continue
         if value is None:
             continue
@@ -196,6 +248,8 @@ def eval_options(config: HostedEvalConfig) -> list[str]:
         # Header values are often credentials: they travel in the sandbox's environment
         # (`secret_environment`), never on its command line, where `ps` would show them.
         words += ["--client.headers-var", HEADERS_VAR]
+    if config.verbose:
+        words.append("--verbose")
     return words
 
 

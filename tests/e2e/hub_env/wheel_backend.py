@@ -56,7 +56,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     for path in sorted((ROOT / "tiny_echo").rglob("*.py")):
         files.append((path.relative_to(ROOT).as_posix(), path.read_bytes()))
     files.append((f"{info}/METADATA", _metadata(project).encode()))
-    wheel = "Wheel-Version: 1.0\nGenerator: wheel_backend\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheel = (
+        "Wheel-Version: 1.0\nGenerator: wheel_backend\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     files.append((f"{info}/WHEEL", wheel.encode()))
     files.append((f"{info}/entry_points.txt", _entry_points(project).encode()))
     record = [_record_line(n, d) for n, d in files] + [f"{info}/RECORD,,"]

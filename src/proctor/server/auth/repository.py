@@ -94,6 +94,17 @@ def teams_by_ids(session: Session, team_ids: Sequence[str]) -> list[Team]:
     return list(session.scalars(select(Team).where(Team.id.in_(team_ids)).order_by(Team.id)))
 
 
+def memberships_of(session: Session, user_id: str) -> list[tuple[Team, TeamMember]]:
+    """The user's teams with their membership rows, by team id."""
+    rows = session.execute(
+        select(Team, TeamMember)
+        .join(TeamMember, TeamMember.team_id == Team.id)
+        .where(TeamMember.user_id == user_id)
+        .order_by(Team.id)
+    ).all()
+    return [(team, member) for team, member in rows]
+
+
 def list_teams(session: Session) -> list[Team]:
     """Every team, by id."""
     return list(session.scalars(select(Team).order_by(Team.id)))

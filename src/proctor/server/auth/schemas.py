@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -41,6 +42,9 @@ class TeamOut(BaseModel):
     teamId: str
     slug: str
     name: str
+    role: str
+    """The key's user's role in the team (`member`, `admin`, ...)."""
+    createdAt: datetime
 
 
 class WhoAmI(BaseModel):
@@ -60,6 +64,9 @@ class WhoAmIResponse(BaseModel):
 
 
 class TeamsResponse(BaseModel):
-    """Answer of `GET /user/teams`."""
+    """Answer of `GET /user/teams` (one page)."""
 
     data: list[TeamOut]
+    total_count: int
+    offset: int
+    limit: int

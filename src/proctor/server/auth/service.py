@@ -267,6 +267,9 @@ def list_members(session: Session, team_id: str) -> list[tuple[TeamMember, User]
     return repository.members_of(session, _team(session, team_id).id)
 
 
-def teams_of(session: Session, principal: Principal) -> list[Team]:
-    """The teams the principal's user belongs to."""
-    return repository.teams_by_ids(session, sorted(principal.team_ids))
+def teams_of(session: Session, principal: Principal) -> list[tuple[Team, str]]:
+    """The teams the principal's user belongs to, with the user's role in each."""
+    return [
+        (team, member.role)
+        for team, member in repository.memberships_of(session, principal.user_id)
+    ]

@@ -90,19 +90,24 @@ router.add_api_route(
 )
 
 
+LIST_LIMIT_MAX = 500
+"""Page sizes above this are clamped, not refused (what public clients expect)."""
+
+
 @router.get("/", response_model=EvaluationList)
 def list_evaluations(
     principal: CurrentPrincipal,
     session: ReadSession,
     settings: SettingsDep,
     skip: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: Annotated[int, Query(ge=1, le=2**31 - 1)] = 50,
     team_id: Annotated[str | None, Query(max_length=200)] = None,
     environment_name: Annotated[str | None, Query(max_length=400)] = None,
     suite_id: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """The evaluations this key sees, newest first."""
+    """The evaluations this key sees, newest first (`limit` over 500 reads as 500)."""
+    limit = min(limit, LIST_LIMIT_MAX)
     evaluations, total = service.list_evaluations(
         session,
         principal,
@@ -219,9 +224,10 @@ def list_samples(
     principal: CurrentPrincipal,
     session: ReadSession,
     page: Annotated[int, Query(ge=1, le=page_max(samples.PAGE_LIMIT_MAX))] = 1,
-    limit: Annotated[int, Query(ge=1, le=samples.PAGE_LIMIT_MAX)] = 100,
+    limit: Annotated[int, Query(ge=1, le=2**31 - 1)] = 100,
 ) -> Response:
-    """One page of samples, each exactly as it was sent."""
+    """One page of samples, each exactly as it was sent (`limit` is clamped to 1000)."""
+    limit = min(limit, samples.PAGE_LIMIT_MAX)
     rows, total = samples.samples_page(session, principal, evaluation_id, page=page, limit=limit)
     return _json(render.render_samples_page(rows, total, page, limit))
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    false,
     func,
     or_,
     select,
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from proctor.server.auth.schemas import Principal
-from proctor.server.db.models import Evaluation, Sample
+from proctor.server.db.models import Environment, Evaluation, Sample
 
 # Built once: these run on every request (building a statement costs about as much as running it).
 _GET = select(Evaluation).where(Evaluation.id == bindparam("evaluation_id"))
@@ -85,7 +86,16 @@ def list_visible(
     conditions: list[ColumnElement[bool]] = [visible_to(principal)]
     if team_id is not None:
         conditions.append(Evaluation.team_id == team_id)
-    if environment_name:
+    if environment_name and "/" in environment_name:
+        # `owner/name`: the evaluations of that hub entry, by its id.
+        owner, _, name = environment_name.partition("/")
+        env_ids = session.scalars(
+            select(Environment.id).where(Environment.owner == owner, Environment.name == name)
+        ).all()
+        ids = cast(Evaluation.environment_ids, String)
+        matches = [ids.contains(json.dumps(env_id), autoescape=True) for env_id in env_ids]
+        conditions.append(or_(*matches) if matches else false())
+    elif environment_name:
         names = cast(Evaluation.environment_names, String)
         conditions.append(names.contains(json.dumps(environment_name), autoescape=True))
     if suite_id:

@@ -341,6 +341,12 @@ def cancel(
     return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=303)
 
 
+@router.get("/dashboard/evaluations/{evaluation_id}")
+def dashboard_evaluation(evaluation_id: str) -> Response:
+    """The link public clients print (`{frontend}/dashboard/evaluations/{id}`): this page."""
+    return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=307)
+
+
 @router.get("/evaluations/{evaluation_id}/samples")
 def samples(
     request: Request,

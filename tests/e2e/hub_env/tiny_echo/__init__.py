@@ -16,7 +16,11 @@ def echoed(response: str, answer: str) -> float:
 def load_environment(*, num_tasks: int = 8) -> SingleTurnEnv:
     """`num_tasks` words to repeat."""
     tasks = [
-        Task(index=i, prompt=f"Repeat this word: {WORDS[i % len(WORDS)]}", answer=WORDS[i % len(WORDS)])
+        Task(
+            index=i,
+            prompt=f"Repeat this word: {WORDS[i % len(WORDS)]}",
+            answer=WORDS[i % len(WORDS)],
+        )
         for i in range(num_tasks)
     ]
     return SingleTurnEnv(
