@@ -8,8 +8,12 @@ batches of `--count` hosted evaluations, all created at once:
 
 - **complete**: alphabet-sort, `-n` x `-r` against the demo model; every one must end
   COMPLETED with all its samples;
-- **failing**: an environment that is not installed, so each sandbox exits 2 right away and
-  the launcher alone sets the terminal status (FAILED).
+- **failing**: a pushed package whose dependency cannot be installed, so each sandbox's pip
+  fails and the launcher alone sets the terminal status (FAILED);
+- **pushed**: `--pushed-runs` versions of the example package under tests/e2e/hub_env are
+  pushed with `proctor envs push`; each is run hosted twice, one at a time: cold (its venv
+  is built: venv + pip install of the wheel) and warm (the venv cached by content hash).
+  Reported: create → first sample stored, next to the same for the installed alphabet-sort.
 
 Reported per batch, from the server's own timestamps: create → RUNNING (launcher pick-up
 and sandbox start), sandbox exit (the wrapper's exit-code file) → terminal status (failing
@@ -20,9 +24,12 @@ for scale. Figures are printed and written to bench/results/hosted.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +122,75 @@ def run_batch(
     }
 
 
+def _push(url: str, project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    env.update(PROCTOR_API_URL=url, PROCTOR_API_KEY=KEY)
+    done = subprocess.run(
+        [*PROCTOR, "envs", "push", str(project), "--no-build-isolation"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"push failed: {done.stdout}{done.stderr}")
+
+
+def _variant(base: Path, name: str, version: str, deps: str = "") -> Path:
+    target = base / f"{name}-{version}"
+    shutil.copytree(ROOT / "tests" / "e2e" / "hub_env", target)
+    text = (target / "pyproject.toml").read_text()
+    text = text.replace('name = "tiny-echo"', f'name = "{name}"')
+    text = text.replace('version = "0.1.0"', f'version = "{version}"')
+    if deps:
+        text = text.replace('dependencies = ["proctor"]', f'dependencies = ["proctor", {deps}]')
+    (target / "pyproject.toml").write_text(text)
+    return target
+
+
+def first_sample_latency(
+    client: httpx.Client, data_dir: Path, env: str, n: int, r: int, model_url: str
+) -> float:
+    """Seconds from creating one hosted evaluation to its first stored sample."""
+    body = {
+        "environment_ids": [env],
+        "inference_model": "demo",
+        "eval_config": {"num_examples": n, "rollouts_per_example": r, "api_base_url": model_url},
+    }
+    answer = client.post("/hosted-evaluations", json=body)
+    answer.raise_for_status()
+    evaluation_id = answer.json()["evaluation_id"]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        with sqlite3.connect(data_dir / "proctor.db", timeout=30) as conn:
+            row = conn.execute(
+                "SELECT e.created_at, (SELECT MIN(s.created_at) FROM samples s "
+                "WHERE s.evaluation_id = e.id), h.ended_at, e.status FROM evaluations e "
+                "JOIN hosted_evaluations h ON h.evaluation_id = e.id WHERE e.id = ?",
+                (evaluation_id,),
+            ).fetchone()
+        if row[2] is not None:
+            if row[3] != "COMPLETED" or row[1] is None:
+                raise RuntimeError(f"hosted run of {env} ended {row[3]}")
+            created, first = _ts(row[0]), _ts(row[1])
+            assert created is not None and first is not None
+            return first - created
+        time.sleep(0.1)
+    raise RuntimeError(f"hosted run of {env} did not end")
+
+
+def run_pushed(
+    client: httpx.Client, data_dir: Path, url: str, *, runs: int, n: int, r: int, model_url: str
+) -> dict[str, list[float]]:
+    installed, cold, warm = [], [], []
+    for i in range(runs):
+        _push(url, _variant(data_dir / "projects", "tiny-echo", f"0.1.{i}"))
+        installed.append(first_sample_latency(client, data_dir, "alphabet-sort", n, r, model_url))
+        cold.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
+        warm.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
+    return {"installed": installed, "cold": cold, "warm": warm}
+
+
 def _row(name: str, values: list[float]) -> str:
     if not values:
         return f"| {name} | - | - | - |"
@@ -122,11 +198,17 @@ def _row(name: str, values: list[float]) -> str:
     return f"| {name} | {_pct(ms, 0.5):.0f} | {_pct(ms, 0.99):.0f} | {max(ms):.0f} |"
 
 
-def report(batches: list[dict[str, Any]], args: argparse.Namespace, poll: float) -> str:
+def report(
+    batches: list[dict[str, Any]],
+    pushed: dict[str, list[float]],
+    args: argparse.Namespace,
+    poll: float,
+) -> str:
     lines = [
         "# Hosted launcher benchmark",
         "",
-        f"Command: `.venv/bin/python bench/hosted.py --count {args.count} -n {args.n} -r {args.r}` "
+        f"Command: `.venv/bin/python bench/hosted.py --count {args.count} -n {args.n} -r {args.r} "
+        f"--pushed-runs {args.pushed_runs}` "
         f"({platform.machine()}, {_cores()} cores, Python {platform.python_version()}; "
         f"in-server launcher, local backend, poll interval {poll} s, SQLite).",
         "",
@@ -153,6 +235,26 @@ def report(batches: list[dict[str, Any]], args: argparse.Namespace, poll: float)
         f"Launcher pick-up is {ratio:.2f}x the median sandbox run time in the complete batch "
         "(the sandbox's own time is mostly Python start-up and imports of `proctor eval`)."
     )
+    lines += [
+        "",
+        f"## A pushed environment: create → first sample ({args.pushed_runs} versions, "
+        "one run at a time)",
+        "",
+        "Each version of tests/e2e/hub_env is pushed with `proctor envs push`, then run hosted "
+        "cold (a venv made for its content hash: `venv` linking the server's site-packages, "
+        "then `pip install` of the wheel) and warm (that venv reused).",
+        "",
+        "| run | p50 ms | p99 ms | max ms |",
+        "|---|---|---|---|",
+        _row("installed alphabet-sort (no install step)", pushed["installed"]),
+        _row("pushed tiny-echo, cold (venv built)", pushed["cold"]),
+        _row("pushed tiny-echo, warm (cached by content hash)", pushed["warm"]),
+        "",
+        f"Cold is {statistics.median(pushed['cold']) / statistics.median(pushed['warm']):.2f}x "
+        "warm; warm is "
+        f"{statistics.median(pushed['warm']) / statistics.median(pushed['installed']):.2f}x "
+        "the installed environment (medians).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -167,6 +269,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("-n", type=int, default=10)
     parser.add_argument("-r", type=int, default=2)
+    parser.add_argument("--pushed-runs", type=int, default=5)
     args = parser.parse_args()
     from proctor.hosted.config import LauncherSettings
 
@@ -194,6 +297,8 @@ def main() -> int:
                 "PROCTOR_BOOTSTRAP_KEY": KEY,
                 "PROCTOR_HOSTED_MAX_SANDBOXES": str(args.count),
                 "PROCTOR_HOSTED_IN_SERVER": "true",
+                # Dependencies come only from what the machine has locally (no network).
+                "PROCTOR_HOSTED_PACKAGE_INDEX": (data_dir / "empty-index").as_uri(),
             },
         ).start()
         try:
@@ -205,6 +310,10 @@ def main() -> int:
                 timeout=60,
             )
             model_url = f"http://127.0.0.1:{model_port}/v1"
+            url = f"http://127.0.0.1:{port}"
+            (data_dir / "empty-index").mkdir()
+            broken = '"proctor-bench-missing-dependency>=1"'
+            _push(url, _variant(data_dir / "projects", "broken-echo", "0.1.0", broken))
             batches = [
                 run_batch(
                     client,
@@ -215,12 +324,21 @@ def main() -> int:
                     r=args.r,
                     model_url=model_url,
                 )
-                for env in ("alphabet-sort", "not-installed-env")
+                for env in ("alphabet-sort", "admin/broken-echo")
             ]
+            pushed = run_pushed(
+                client,
+                data_dir,
+                url,
+                runs=args.pushed_runs,
+                n=args.n,
+                r=args.r,
+                model_url=model_url,
+            )
         finally:
             server.stop()
             model.stop()
-    text = report(batches, args, poll)
+    text = report(batches, pushed, args, poll)
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

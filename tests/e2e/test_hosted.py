@@ -149,6 +149,9 @@ def test_unknown_environment_fails_with_the_exit_code(
     hosted_platform: Platform, demo_model: str
 ) -> None:
     client = hosted_platform.client()
+    # A hub entry with no package and nothing installed under its name (an unknown name is a
+    # 404 at create): the sandbox's `proctor eval` exits 2.
+    assert client.post("/environmentshub/resolve", json={"name": "no-such-env"}).status_code == 200
     evaluation_id = create_hosted(
         client, "no-such-env", num_examples=2, rollouts_per_example=1, api_base_url=demo_model
     )

@@ -171,3 +171,62 @@ def test_ray_launcher_runs_a_hosted_eval_end_to_end(
     finally:
         launcher.stop()
         plat.process.stop()
+
+
+@pytest.mark.e2e
+def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
+    ray_address: str, demo_model: str, tmp_path: Path
+) -> None:
+    """A pushed package is installed in the Ray job's venv, then the same eval runs there."""
+    from tests.conftest import start_platform
+    from tests.e2e.hosted_helpers import create_hosted, wait_closed
+
+    data_dir = tmp_path / "platform"
+    data_dir.mkdir()
+    env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
+    plat = start_platform(data_dir, extra_env=env)
+    launcher = ManagedProcess(
+        [
+            *PROCTOR,
+            "launcher",
+            "--data-dir",
+            str(data_dir),
+            "--sandbox",
+            "ray",
+            "--ray-address",
+            ray_address,
+            "--api-url",
+            plat.url,
+        ],
+        tmp_path / "launcher.log",
+        env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"},
+    ).start()
+    try:
+        project = tmp_path / "tiny-echo"
+        shutil.copytree(Path(__file__).parents[1] / "e2e" / "hub_env", project)
+        cli_env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+        cli_env.update(PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key)
+        pushed = subprocess.run(
+            [*PROCTOR, "envs", "push", str(project), "--no-build-isolation"],
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+        client = plat.client()
+        evaluation_id = create_hosted(
+            client,
+            "admin/tiny-echo",
+            num_examples=3,
+            rollouts_per_example=1,
+            api_base_url=demo_model,
+        )
+        record = wait_closed(client, plat, evaluation_id, timeout=180)
+        assert record["status"] == "COMPLETED", (record, launcher.output()[-2000:])
+        assert record["total_samples"] == 3
+        logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
+        assert "installed admin/tiny-echo@0.1.0" in logs and "finalized" in logs
+    finally:
+        launcher.stop()
+        plat.process.stop()
