@@ -186,8 +186,9 @@ def _put(url: str, body: bytes) -> None:
     if response.is_success:
         return
     try:
-        message = str(response.json().get("detail") or response.text)
-    except ValueError:
+        answer: Any = response.json()
+        message = str((answer.get("error") or {}).get("message") or answer.get("detail"))
+    except (ValueError, AttributeError):
         message = response.text
     raise PlatformError(
         f"The platform refused the package upload ({response.status_code}): {message}"

@@ -209,7 +209,7 @@ def test_bad_pushes_answer_4xx_and_store_nothing(api: Api) -> None:
     assert bad_name.status_code == 422
     slot = api.post(f"/environmentshub/{env_id}/wheels", alice, json=body).json()["data"]
     tampered = api.client.put(slot["upload_url"], content=wheel[:-1] + b"!")
-    assert tampered.status_code == 422 and "SHA-256" in tampered.json()["detail"]
+    assert tampered.status_code == 422 and "SHA-256" in tampered.json()["error"]["message"]
     forged = api.client.put(slot["upload_url"].rsplit("/", 1)[0] + "/forged", content=wheel)
     assert forged.status_code == 403
     early = api.post(f"/environmentshub/{env_id}/wheels/{slot['wheel_id']}/finalize", alice)
@@ -230,7 +230,7 @@ def test_bad_pushes_answer_4xx_and_store_nothing(api: Api) -> None:
     slot = api.post(f"/environmentshub/{env_id}/wheels", alice, json=body).json()["data"]
     assert api.client.put(slot["upload_url"], content=not_a_wheel).status_code == 200
     broken = api.post(f"/environmentshub/{env_id}/wheels/{slot['wheel_id']}/finalize", alice)
-    assert broken.status_code == 422 and "zip" in broken.json()["detail"]
+    assert broken.status_code == 422 and "zip" in broken.json()["error"]["message"]
     assert len([p for p in (api.settings.hub_dir() / "wheels").rglob("*.whl")]) == 1
 
 
@@ -313,7 +313,7 @@ def test_names_of_others_and_of_the_platform_are_refused(api: Api) -> None:
     installed = push(api, bob, name="alphabet-sort")
     assert installed["resolve"].json()["data"]["owner"]["name"] == "proctor"
     assert installed["wheel"].status_code == 403
-    assert "installed with the server" in installed["wheel"].json()["detail"]
+    assert "installed with the server" in installed["wheel"].json()["error"]["message"]
     for body in (
         {"name": "proctor/new-thing"},
         {"name": "new-thing", "owner_slug": "carol"},
