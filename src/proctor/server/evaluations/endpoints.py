@@ -275,7 +275,7 @@ def list_sample_ids(
     return SampleIdsPage(sample_ids=ids, next_after=next_after, total=total)
 
 
-@router.post("/{evaluation_id}/reopen", response_model=ReopenedEvaluation)
+@router.post("/{evaluation_id}/reopen", response_model=ReopenedEvaluation, responses=errors(409))
 def reopen_evaluation(
     evaluation_id: str, principal: CurrentPrincipal, session: WriteSession
 ) -> ReopenedEvaluation:
