@@ -183,6 +183,7 @@ def run_pushed(
     client: httpx.Client, data_dir: Path, url: str, *, runs: int, n: int, r: int, model_url: str
 ) -> dict[str, list[float]]:
     installed, cold, warm = [], [], []
+    n = min(n, 8)  # tiny-echo has 8 tasks
     for i in range(runs):
         _push(url, _variant(data_dir / "projects", "tiny-echo", f"0.1.{i}"))
         installed.append(first_sample_latency(client, data_dir, "alphabet-sort", n, r, model_url))
