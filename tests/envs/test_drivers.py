@@ -9,7 +9,7 @@ import pytest
 
 from proctor.envs import Environment, Episode, MultiTurnEnv, SingleTurnEnv, Task, Taskset, reward
 from proctor.errors import ModelError
-from tests.envs.chat import HangingClient, ScriptedClient
+from proctor.testing import HangingClient, ScriptedClient
 
 
 @reward

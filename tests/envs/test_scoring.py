@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proctor.envs import Episode, SingleTurnEnv, Task, Taskset, extract_tag, metric, reward
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 
 
 @reward(weight=2.0)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from proctor.envs import Task, Taskset, Tool, ToolCallError, ToolEnv
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 
 
 def lookup(city: str, units: str = "metric", days: int | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 
 from proctor.errors import ConfigError
 from proctor.eval.args import parse_eval_args
-from proctor.eval.toml_io import dump_toml
+from proctor.toml_io import dump_toml
 from tests.eval.helpers import run_eval
 
 

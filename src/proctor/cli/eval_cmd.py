@@ -10,8 +10,8 @@ from proctor.eval.args import build_parser, parse_eval_args
 from proctor.eval.config import EvalConfig
 from proctor.eval.progress import LogProgress, ProgressView, RichProgress
 from proctor.eval.runner import EvalResult, run_eval
-from proctor.eval.toml_io import dump_toml
 from proctor.stats import headline
+from proctor.toml_io import dump_toml
 
 
 def run(argv: list[str]) -> int:

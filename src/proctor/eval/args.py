@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 
 from proctor.errors import ConfigError
 from proctor.eval.config import EvalConfig
-from proctor.eval.toml_io import read_toml
+from proctor.toml_io import read_toml
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.models.config import ClientConfig, JudgeConfig, SamplingConfig
 
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
+"""Header names whose values are secrets: never saved, logged or put on a command line."""
 
 INVOCATION_FIELDS = frozenset({"resume", "clean", "dry_run", "rich", "verbose"})
 """How this invocation behaves, not what the run is: left out of the saved config.toml."""
@@ -110,7 +111,7 @@ class EvalConfig(BaseModel):
         data = self.model_dump(mode="json", exclude=set(INVOCATION_FIELDS), exclude_none=True)
         headers = data["client"]["headers"]
         for name in headers:
-            if _SECRET_HEADER.search(name):
+            if SECRET_HEADER.search(name):
                 headers[name] = "<redacted>"
         return data
 
@@ -119,7 +120,7 @@ class EvalConfig(BaseModel):
         return self.model_dump(mode="json", include=set(RESUME_FIELDS), exclude_none=True)
 
 
-def default_run_name(env: str, model: str) -> str:
-    """`<env>--<model>--<short id>`, safe as a directory name."""
-    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
-    return f"{env}--{safe_model}--{uuid.uuid4().hex[:8]}"
+def default_run_name(env: str, model: str, *, kind: str = "") -> str:
+    """`<env>--<model>--<kind-><short id>`, safe as a directory name (`kind`: e.g. "hosted")."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
+    return f"{env}--{safe_model}--{kind + '-' if kind else ''}{uuid.uuid4().hex[:8]}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import RunDirError
-from proctor.eval.toml_io import dump_toml, read_toml
+from proctor.toml_io import dump_toml, read_toml
 
 logger = logging.getLogger(__name__)
 

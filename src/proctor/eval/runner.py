@@ -31,6 +31,7 @@ from proctor.eval.workers import WorkerPool, effective_workers
 if TYPE_CHECKING:
     from proctor.contract import RunStatus
     from proctor.envs import Environment, Episode, Task
+    from proctor.models.types import ChatClient
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,23 @@ class EvalResult:
         return EXIT_CODES[self.status]
 
 
-def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalResult:
+def run_eval(
+    config: EvalConfig,
+    *,
+    view: ProgressView | None = None,
+    client: ChatClient | None = None,
+    platform: PlatformRun | None = None,
+) -> EvalResult:
     """Run an evaluation to the end (or until Ctrl-C) and return how it went.
+
+    Args:
+        config: the evaluation's settings.
+        view: what shows progress; default: log lines.
+        client: the model to evaluate, e.g. `proctor.testing.ScriptedClient`; default: the
+            OpenAI-compatible endpoint `config.client` names (checked first when
+            `client.preflight` is set). One passed in is the caller's to close.
+        platform: the run to log episodes to and finish, e.g. one `proctor.runs.init` opened;
+            default: the one `config.push` and `config.run.attach` ask for.
 
     Raises:
         ConfigError: bad config, unknown environment, infinite taskset without -n.
@@ -103,7 +119,17 @@ def run_eval(config: EvalConfig, *, view: ProgressView | None = None) -> EvalRes
     done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
     jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
     total = len(tasks) * config.rollouts_per_example
-    run = _Run(config, env, run_dir, jobs, kept, total, view or LogProgress())
+    run = _Run(
+        config,
+        env,
+        run_dir,
+        jobs,
+        kept,
+        total,
+        view or LogProgress(),
+        client=client,
+        platform_run=platform,
+    )
     return _event_loop_run(run.execute())
 
 
@@ -176,6 +202,9 @@ class _Run:
         kept: list[dict[str, Any]] | None,
         total: int,
         view: ProgressView,
+        *,
+        client: ChatClient | None = None,
+        platform_run: PlatformRun | None = None,
     ) -> None:
         self.config = config
         self.env = env
@@ -186,8 +215,17 @@ class _Run:
         self.stats = RunStats(total=total)
         self.signal_name: str | None = None
         self.first_error: str | None = None
+        self.client = client  # given: the caller's, neither preflighted nor closed here
+        self.platform_run = platform_run
 
     async def execute(self) -> EvalResult:
+        if self.client is not None:  # the caller's model: rollouts run in this process
+            judge = open_judge(self.env, self.config)
+            try:
+                return await self._run_opened(self._open_platform_run(), self.client, None)
+            finally:
+                if judge is not None:
+                    await judge.aclose()
         from proctor.models.openai_client import OpenAIChatClient
 
         config = self.config
@@ -219,6 +257,8 @@ class _Run:
                 await judge.aclose()
 
     def _open_platform_run(self) -> PlatformRun:
+        if self.platform_run is not None:
+            return self.platform_run
         config = self.config
         try:
             return open_platform_run(
@@ -245,7 +285,7 @@ class _Run:
         return saved if isinstance(saved, str) else None
 
     async def _run_opened(
-        self, platform_run: PlatformRun, client: Any, pool: WorkerPool | None
+        self, platform_run: PlatformRun, client: ChatClient, pool: WorkerPool | None
     ) -> EvalResult:
         config = self.config
         run_info = {"id": platform_run.id, "name": config.run.name}
@@ -314,7 +354,7 @@ class _Run:
     async def _rollouts(
         self,
         platform_run: PlatformRun,
-        client: Any,
+        client: ChatClient,
         run_info: dict[str, Any],
         pool: WorkerPool | None,
     ) -> tuple[RunStatus, str | None]:

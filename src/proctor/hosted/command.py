@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from proctor.errors import ConfigError
+from proctor.eval.config import SECRET_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ RESERVED_ENV = frozenset(
 """Variables the launcher sets for every sandbox; a secret may not replace them."""
 
 # Header names whose values are credentials; the metadata shows them masked.
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 
 _PLACEHOLDER = re.compile(r"\{(proctor|env|model|options|num_examples|rollouts)\}")
 
@@ -199,7 +199,7 @@ class HostedEvalConfig(BaseModel):
         headers = data.get("headers")
         if isinstance(headers, dict):
             data["headers"] = {
-                name: "<redacted>" if _SECRET_HEADER.search(name) else value
+                name: "<redacted>" if SECRET_HEADER.search(name) else value
                 for name, value in headers.items()
             }
         elif isinstance(headers, list):
@@ -209,7 +209,7 @@ class HostedEvalConfig(BaseModel):
 
 def _masked_header_line(line: str) -> str:
     name, sep, _ = line.partition(":")
-    return f"{name}: <redacted>" if sep and _SECRET_HEADER.search(name) else line
+    return f"{name}: <redacted>" if sep and SECRET_HEADER.search(name) else line
 
 
 HEADERS_VAR = "PROCTOR_CLIENT_HEADERS"

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import httpx
 
 from proctor.errors import ConfigError, PlatformError
 from proctor.hosted import remote
+from proctor.toml_io import dump_toml, read_toml
 
 logger = logging.getLogger(__name__)
 
@@ -256,33 +256,19 @@ def sqlite_url(data_dir: Path) -> str:
 
 def read_client_config(path: Path) -> dict[str, Any]:
     """The client config file's keys (empty when missing)."""
-    if not path.is_file():
-        return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{path} is not valid TOML ({e}); fix or delete the file.") from e
+    return read_toml(path, optional=True, fix="fix or delete the file")
 
 
 def write_client_config(path: Path, *, api_url: str, api_key: str) -> None:
     """Set `api_url` and `api_key` in the client config file, keeping its other keys."""
     data = read_client_config(path)
     data.update(api_url=api_url, api_key=api_key)
-    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items() if _toml_value(v) is not None]
+    # Only the client's scalar keys: nested tables are not part of the client config.
+    text = dump_toml({k: v for k, v in data.items() if isinstance(v, str | int | float | bool)})
     tmp = path.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)
     # Created 0600, never readable by others even for a moment: it holds an admin key.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+        handle.write(text)
     tmp.replace(path)
-
-
-def _toml_value(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return None  # nested tables are not part of the client config

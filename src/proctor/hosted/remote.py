@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import quote
 
 from proctor.contract import TERMINAL_STATUSES
-from proctor.errors import ConfigError, PlatformError
-from proctor.runs import PlatformClient, PlatformUnreachable, RetryableAPIError, load_settings
+from proctor.errors import ConfigError, PlatformError, PlatformUnreachable, RetryableAPIError
+from proctor.runs import PlatformClient, load_settings
 
 
 def connect(api_url: str | None = None, api_key: str | None = None) -> PlatformClient:

@@ -35,25 +35,20 @@ evaluation stays open for the sync). A platform unreachable at `init` makes an o
 reopens the evaluation the same run directory created: one run directory, one evaluation.
 """
 
-from proctor.runs._client import PlatformClient, PlatformUnreachable, RetryableAPIError
+from proctor.runs._client import PlatformClient
 from proctor.runs._projection import project_sample
 from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, load_settings
-from proctor.runs._state import RunState
-from proctor.runs._summary import SummaryAccumulator, summarize
+from proctor.runs._summary import summarize
 from proctor.runs._sync import SyncReport, sync_run_dir
 from proctor.runs._uploader import RunCounters, UploaderOptions
 
 __all__ = [
     "ClientSettings",
     "PlatformClient",
-    "PlatformUnreachable",
-    "RetryableAPIError",
     "Run",
     "RunCounters",
-    "RunState",
     "RunStatus",
-    "SummaryAccumulator",
     "SyncReport",
     "UploaderOptions",
     "init",

@@ -73,24 +73,37 @@ def _once(data: bytes) -> Iterator[bytes]:
 
 
 class PlatformClient:
-    """A thin, typed client of `/api/v1` on one platform with one key."""
+    """A thin, typed client of `/api/v1` on one platform with one key.
 
-    def __init__(self, api_url: str, api_key: str) -> None:
+    Args:
+        api_url: the platform's origin, e.g. `http://127.0.0.1:8000`.
+        api_key: the API key every request carries.
+        http: the HTTP client to send through, e.g. a FastAPI `TestClient` or an
+            `httpx.Client(transport=httpx.MockTransport(...))`, with its own timeouts; the
+            caller closes it. By default the client makes (and `close()` closes) a pooled one.
+    """
+
+    def __init__(self, api_url: str, api_key: str, *, http: httpx.Client | None = None) -> None:
         from proctor import __version__
 
         self.api_url = api_url
-        self._http = httpx.Client(
-            base_url=f"{api_url}/api/v1",
-            headers={
-                "Authorization": f"Bearer {api_key}",
-                "User-Agent": f"proctor-runs/{__version__}",
-            },
-            timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        self._base = f"{api_url}/api/v1"
+        # Sent with each request rather than set on the client, so a client passed in works too.
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
+            "User-Agent": f"proctor-runs/{__version__}",
+        }
+        self._owns_http = http is None
+        self._http = (
+            http
+            if http is not None
+            else httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
         )
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self._http.close()
+        """Release the connection pool (one passed in as `http` is the caller's to close)."""
+        if self._owns_http:
+            self._http.close()
 
     def request(
         self,
@@ -109,7 +122,7 @@ class PlatformClient:
             RetryableAPIError: 408, 429 or 5xx.
             APIError: any other error status, or a 2xx that is not a JSON object.
         """
-        kwargs: dict[str, Any] = {"json": json_body}
+        kwargs: dict[str, Any] = {"json": json_body, "headers": self._headers}
         if content is not None:
             # httpx's response and its stream refer to each other, and the response keeps the
             # request: a plain `bytes` body would live until the cyclic GC runs (tens of MiB
@@ -117,15 +130,16 @@ class PlatformClient:
             # the explicit length keeps the upload un-chunked.
             kwargs["content"] = _once(content)
             kwargs["headers"] = {
+                **self._headers,
                 "Content-Type": "application/json",
                 "Content-Length": str(len(content)),
             }
         if headers:
             kwargs["headers"] = {**kwargs.get("headers", {}), **headers}
-        if timeout is not None:
+        if timeout is not None and self._owns_http:  # a client passed in keeps its own
             kwargs["timeout"] = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(method, self._base + path, **kwargs)
         except httpx.ConnectError as e:
             raise PlatformUnreachable(
                 f"cannot connect to the platform at {self.api_url} ({e}); start it "

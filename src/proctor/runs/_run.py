@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from proctor.errors import APIError, AttachError, ConfigError, PlatformError
 from proctor.runs._client import PlatformClient, PlatformUnreachable, is_transient
 from proctor.runs._evaluations import (
@@ -299,6 +301,7 @@ def init(
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
     upload: UploaderOptions | None = None,
     resume: bool = False,
+    http: httpx.Client | None = None,
 ) -> Run:
     """Open a run on the platform, or attach to an existing evaluation with `id=`.
 
@@ -325,6 +328,7 @@ def init(
         upload: batching knobs of the uploader.
         resume: continue the evaluation an earlier attempt with the same `run_dir` created
             (reopening it when that attempt closed it as failed or cancelled).
+        http: the HTTP client to reach the platform through (see `PlatformClient`).
 
     Raises:
         ConfigError: malformed settings, or `mode="online"` without a key.
@@ -350,8 +354,8 @@ def init(
     if key is None:
         raise ConfigError("PROCTOR_RUNS_MODE=online needs an API key; set PROCTOR_API_KEY.")
 
-    client = PlatformClient(settings.api_url, key)
     previous = latest_own_state(run_dir) if resume and id is None and run_dir is not None else None
+    client = PlatformClient(settings.api_url, key, http=http)
     try:
         if id is not None:
             record = check_attachable(client, id)

@@ -7,7 +7,6 @@ Precedence, highest first: keyword arguments to `init()`, the environment
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +19,7 @@ from pydantic_settings import (
 )
 
 from proctor.errors import ConfigError
+from proctor.toml_io import read_toml
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 """A `proctor server` started with its defaults."""
@@ -39,13 +39,7 @@ class _ConfigFileSource(PydanticBaseSettingsSource):
         return None, field_name, False  # unused: __call__ returns the whole mapping
 
     def __call__(self) -> dict[str, Any]:
-        path = config_file_path()
-        if not path.is_file():
-            return {}
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{path} is not valid TOML ({e}); fix or delete the file.") from e
+        data = read_toml(config_file_path(), optional=True, fix="fix or delete the file")
         return {k: v for k, v in data.items() if k in self.settings_cls.model_fields}
 
 

@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from proctor.server.errors import InvalidInput, ServerError, error_body
+from proctor.server.errors import InvalidInput, ServerError, describe_invalid, dotted, error_body
 from proctor.server.request_body import undecodable_message
 
 logger = logging.getLogger(__name__)
@@ -51,9 +51,11 @@ def _describe_validation(errors: list[Any]) -> str:
     """One sentence out of FastAPI's list of validation errors."""
     if not errors:
         return "The request is invalid; check it against /openapi.json."
-    first = errors[0]
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
-    return f"Invalid value for {where}: {first.get('msg', 'invalid')}; fix it and send again."
+    return describe_invalid(
+        errors,
+        subject=lambda loc: f"value for {dotted(loc, skip=('body',)) or 'body'}",
+        fix="fix it and send again",
+    )
 
 
 def invalid_body(code: str, message: str, loc: tuple[str | int, ...] = ()) -> dict[str, Any]:

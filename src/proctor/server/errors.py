@@ -9,6 +9,7 @@ unless that is what happened, because one public client matches on them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proctor.errors import ProctorError
@@ -101,3 +102,20 @@ def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
         "error": {"code": code, "message": message},
         "detail": message if detail is None else detail,
     }
+
+
+def describe_invalid(
+    errors: Sequence[Mapping[str, Any]], *, subject: Callable[[tuple[Any, ...]], str], fix: str
+) -> str:
+    """One sentence for the first validation problem: `Invalid <subject>: <problem>; <fix>.`
+
+    `subject` names the location (`loc`) for its reader: a body field, a query parameter, a
+    setting. Pydantic's message never repeats the value, so a secret is not echoed.
+    """
+    first = errors[0]
+    return f"Invalid {subject(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid')}; {fix}."
+
+
+def dotted(loc: tuple[Any, ...], *, skip: tuple[str, ...] = ()) -> str:
+    """`("body", "eval_config", "num_examples")` -> `eval_config.num_examples` (skipping `skip`)."""
+    return ".".join(str(part) for part in loc if part not in skip)

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import ConfigError
+from proctor.server.errors import describe_invalid, dotted
 
 
 class Settings(BaseSettings):
@@ -82,7 +83,8 @@ def invalid_setting(error: ValidationError, *, env_prefix: str) -> ConfigError:
 
     The offending value is left out on purpose: it may be a key or a database password.
     """
-    problem = error.errors(include_url=False)[0]
-    field = ".".join(str(part) for part in problem["loc"]) or "settings"
+    problems = error.errors(include_url=False)
+    field = dotted(tuple(problems[0]["loc"])) or "settings"
     variable = field.upper() if field.upper().startswith(env_prefix) else env_prefix + field.upper()
-    return ConfigError(f"Invalid setting {field} ({problem['msg']}); fix its flag or {variable}.")
+    fix = f"fix its flag or {variable}"
+    return ConfigError(describe_invalid(problems, subject=lambda _: f"setting {field}", fix=fix))

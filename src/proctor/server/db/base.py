@@ -40,3 +40,9 @@ def as_utc(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
+
+
+def iso_utc(value: datetime | None) -> str | None:
+    """A timestamp as the API writes it: ISO 8601 in UTC, or None."""
+    value = as_utc(value)
+    return None if value is None else value.isoformat()

@@ -6,14 +6,17 @@ On SQLite, write transactions start with `BEGIN IMMEDIATE` and take a process-wi
 SQLite serialises writers anyway, and taking the write lock up front avoids the
 `database is locked` failure of a read transaction that later tries to write. The lock is
 not re-entrant: never open `db.write()` inside another `db.write()` (or inside an endpoint
-that holds a `WriteSession`) on the same thread of work.
+that holds a `WriteSession`) on the same thread of work; a writer that waits long logs a
+warning naming where the holder took the lock, so such a mistake is not a silent hang.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,6 +69,68 @@ def create_db_engine(url: str, *, immediate: bool = False) -> Engine:
     return engine
 
 
+class _WriteLock:
+    """SQLite's one-writer lock, loud instead of silent when a writer waits too long.
+
+    A `db.write()` inside another one on the same thread of work waits forever for itself;
+    instead of hanging quietly, a writer that has waited `warn_after_s` logs a warning naming
+    where the holder took the lock, and keeps waiting (a slow writer may still finish).
+    Not re-entrant on purpose: a second write transaction would wait on SQLite's own lock.
+    """
+
+    warn_after_s = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder: tuple[str, str, float] | None = None  # thread, code location, since
+
+    def acquire(self, *, blocking: bool = True) -> bool:
+        """Take the lock (or, not blocking, return False at once when it is held)."""
+        if not blocking:
+            taken = self._lock.acquire(blocking=False)
+        else:
+            taken = self._lock.acquire(timeout=self.warn_after_s)
+            while not taken:
+                self._warn_waiting()
+                taken = self._lock.acquire(timeout=self.warn_after_s)
+        if taken:
+            self._holder = (threading.current_thread().name, _caller(), time.monotonic())
+        return taken
+
+    def release(self) -> None:
+        self._holder = None
+        self._lock.release()
+
+    def _warn_waiting(self) -> None:
+        holder = self._holder
+        if holder is None:
+            return
+        thread, where, since = holder
+        logger.warning(
+            "a SQLite write has waited %.0f s for the write lock, held for %.0f s by thread %s "
+            "since %s; a db.write() opened inside another one on the same thread never returns "
+            "(do the work in the outer session)",
+            self.warn_after_s,
+            time.monotonic() - since,
+            thread,
+            where,
+        )
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+
+
+def _caller() -> str:
+    """`file:line` of the first frame outside this module and contextlib (who took the lock)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename in (__file__, contextlib.__file__):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
 class Database:
     """The database of one server: read and write sessions over one or two engines."""
 
@@ -76,7 +141,7 @@ class Database:
         self.write_engine = create_db_engine(url, immediate=True) if self.is_sqlite else self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
-        self._write_lock: Any = threading.Lock() if self.is_sqlite else contextlib.nullcontext()
+        self._write_lock: Any = _WriteLock() if self.is_sqlite else contextlib.nullcontext()
 
     def new_read_session(self) -> Session:
         """A session for queries that the caller closes (creating one does no I/O)."""

@@ -8,8 +8,6 @@ that row's `secrets` column until the sandbox ends; no answer ever includes them
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from proctor.contract import TERMINAL_STATUSES
+from proctor.eval.config import default_run_name
 from proctor.hosted.config import LauncherSettings
 from proctor.hosted.local import LocalSandbox
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
@@ -24,7 +23,14 @@ from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import HostedEvaluation
 from proctor.server.environments import service as environment_service
-from proctor.server.errors import BadRequest, Conflict, InvalidInput, NotVisible
+from proctor.server.errors import (
+    BadRequest,
+    Conflict,
+    InvalidInput,
+    NotVisible,
+    describe_invalid,
+    dotted,
+)
 from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
 from proctor.server.hosted import repository
@@ -49,11 +55,6 @@ def wake_launcher(app: FastAPI) -> None:
     launcher = getattr(app.state, "launcher", None)
     if launcher is not None:
         launcher.wake()
-
-
-def _default_name(environment: str, model: str) -> str:
-    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
-    return f"{environment}--{safe_model}--hosted-{uuid.uuid4().hex[:8]}"
 
 
 def create_hosted(
@@ -86,7 +87,7 @@ def create_hosted(
         }
         if package is not None:
             metadata["environment_ref"] = package["ref"]
-        name = body.name or _default_name(env.name, body.inference_model)
+        name = body.name or default_run_name(env.name, body.inference_model, kind="hosted")
         if body.name and len(body.environment_ids) > 1:
             name = f"{body.name[:300]}--{env.name}"
         try:
@@ -105,9 +106,11 @@ def create_hosted(
                 tags=["hosted"],
             )
         except ValidationError as e:
-            first = e.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"]) or "body"
-            message = f"Invalid value for {where}: {first['msg']}; fix it and send again."
+            message = describe_invalid(
+                e.errors(include_url=False),
+                subject=lambda loc: f"value for {dotted(loc) or 'body'}",
+                fix="fix it and send again",
+            )
             raise InvalidInput(message) from None
 
         evaluation = evaluations.create_evaluation(

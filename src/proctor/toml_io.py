@@ -1,4 +1,4 @@
-"""Read and write the small TOML documents the engine uses (config files, config.toml).
+"""Read and write the small TOML documents proctor uses (eval config files, config.toml).
 
 Python reads TOML (`tomllib`) but cannot write it; the config is plain data (strings,
 numbers, booleans, lists, tables), so a short writer beats a new dependency.
@@ -17,17 +17,25 @@ from proctor.errors import ConfigError
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file, turning any failure into one `ConfigError` line."""
+def read_toml(path: Path, *, optional: bool = False, fix: str = "fix the file") -> dict[str, Any]:
+    """Parse a TOML file, turning any failure into one `ConfigError` line.
+
+    Args:
+        path: the file.
+        optional: a missing file (or no regular file at all) reads as empty.
+        fix: what the user does about an unreadable file, the end of the message.
+    """
+    if optional and not path.is_file():
+        return {}
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; check the path after @") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {path} is not valid TOML ({e}); fix the file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path} is not valid TOML ({e}); {fix}") from None
     except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}; {fix}") from None
 
 
 def dump_toml(data: dict[str, Any]) -> str:
