@@ -6,7 +6,7 @@ from typing import Any
 
 from proctor.envs import CodeEnv, Sandbox, SandboxLimits, Task, Taskset, extract_code, reward
 from proctor.envs._code import executions
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 
 
 @reward

@@ -13,7 +13,7 @@ import pytest
 
 from proctor.envs import Judge
 from proctor.models import ClientConfig, OpenAIChatClient, SamplingConfig
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 from tests.procs import PROCTOR
 from tests.test_docs import code_block
 

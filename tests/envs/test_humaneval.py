@@ -12,7 +12,7 @@ import pytest
 
 from proctor.envs import Episode, Task, load_environment
 from proctor.envs.builtin import humaneval
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 from tests.procs import PROCTOR
 
 

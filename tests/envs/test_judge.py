@@ -21,7 +21,7 @@ from proctor.envs import (
     parse_grade,
 )
 from proctor.models import ClientConfig, Completion, OpenAIChatClient, SamplingConfig
-from tests.envs.chat import ScriptedClient
+from proctor.testing import ScriptedClient
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 QUESTION = "What is six times seven?"

@@ -53,8 +53,8 @@ def _describe_validation(errors: list[Any]) -> str:
         return "The request is invalid; check it against /openapi.json."
     return describe_invalid(
         errors,
-        subject=lambda loc: f"value for {dotted(loc, skip=('body',)) or 'body'}",
-        fix="fix it and send again",
+        where=lambda loc: dotted(loc, skip=("body",)) or "body",
+        sentence="Invalid value for {where}: {problem}; fix it and send again.",
     )
 
 

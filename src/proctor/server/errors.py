@@ -105,15 +105,17 @@ def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
 
 
 def describe_invalid(
-    errors: Sequence[Mapping[str, Any]], *, subject: Callable[[tuple[Any, ...]], str], fix: str
+    errors: Sequence[Mapping[str, Any]], *, where: Callable[[tuple[Any, ...]], str], sentence: str
 ) -> str:
-    """One sentence for the first validation problem: `Invalid <subject>: <problem>; <fix>.`
+    """One sentence for the first validation problem of a body, a query or the settings.
 
-    `subject` names the location (`loc`) for its reader: a body field, a query parameter, a
-    setting. Pydantic's message never repeats the value, so a secret is not echoed.
+    `sentence` has `{where}` (the location, as `where` names it for its reader) and
+    `{problem}` (pydantic's message, which never repeats the value: no secret is echoed).
     """
     first = errors[0]
-    return f"Invalid {subject(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid')}; {fix}."
+    return sentence.format(
+        where=where(tuple(first.get("loc", ()))), problem=first.get("msg", "invalid")
+    )
 
 
 def dotted(loc: tuple[Any, ...], *, skip: tuple[str, ...] = ()) -> str:

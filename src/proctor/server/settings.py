@@ -86,5 +86,5 @@ def invalid_setting(error: ValidationError, *, env_prefix: str) -> ConfigError:
     problems = error.errors(include_url=False)
     field = dotted(tuple(problems[0]["loc"])) or "settings"
     variable = field.upper() if field.upper().startswith(env_prefix) else env_prefix + field.upper()
-    fix = f"fix its flag or {variable}"
-    return ConfigError(describe_invalid(problems, subject=lambda _: f"setting {field}", fix=fix))
+    sentence = f"Invalid setting {field} ({{problem}}); fix its flag or {variable}."
+    return ConfigError(describe_invalid(problems, where=lambda _: field, sentence=sentence))

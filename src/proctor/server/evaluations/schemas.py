@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.contract import Status
+from proctor.contract import SETTABLE_STATUSES, Status
 from proctor.server.boundary import NoNul
 
 # The column each is stored in holds these lengths (see db/models.py).
@@ -21,7 +21,9 @@ Short = Annotated[str, Field(max_length=200), NoNul]
 Long = Annotated[str, Field(max_length=512), NoNul]
 Body = Annotated[str, Field(max_length=1_000_000), NoNul]
 # Only these may be set with PUT; the service explains the others (COMPLETED: finalize).
-SettableStatus = Annotated[str, Field(json_schema_extra={"enum": ["FAILED", "CANCELLED"]})]
+SettableStatus = Annotated[
+    str, Field(json_schema_extra={"enum": [str(status) for status in SETTABLE_STATUSES]})
+]
 
 
 class _Strict(BaseModel):

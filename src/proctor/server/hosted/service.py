@@ -108,8 +108,8 @@ def create_hosted(
         except ValidationError as e:
             message = describe_invalid(
                 e.errors(include_url=False),
-                subject=lambda loc: f"value for {dotted(loc) or 'body'}",
-                fix="fix it and send again",
+                where=lambda loc: dotted(loc) or "body",
+                sentence="Invalid value for {where}: {problem}; fix it and send again.",
             )
             raise InvalidInput(message) from None
 
