@@ -13,8 +13,8 @@ from typing import Any
 from proctor.contract import SAMPLE_FIELDS
 
 # Top-level sample fields that are not reward-function scores: the contract's, plus the
-# episode record's own keys and verifiers' `trajectory`, which other clients may send.
-KNOWN_FIELDS = frozenset(SAMPLE_FIELDS) | {"trajectory", "messages", "ok", "id", "run", "rewards"}
+# episode record's own keys, which other clients may send as a sample.
+KNOWN_FIELDS = frozenset(SAMPLE_FIELDS) | {"messages", "ok", "id", "run", "rewards"}
 
 
 def _text(content: Any) -> str:
