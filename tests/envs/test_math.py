@@ -10,7 +10,8 @@ import pytest
 from proctor.envs import SingleTurnEnv, Task, Taskset, load_environment, math_answer, verify_math
 from proctor.envs.builtin import math_problems
 from proctor.errors import ConfigError
-from tests.envs.chat import OpenAIAdapter, ScriptedClient
+from proctor.testing import ScriptedClient
+from tests.envs.chat import OpenAIAdapter
 
 EQUIVALENT = [
     ("The answer is \\boxed{0.5}", "\\frac{1}{2}"),
