@@ -115,7 +115,7 @@ def test_create_validates_input_with_json_errors(template_platform: Platform) ->
         client.get(f"/hosted-evaluations/{plain['evaluation_id']}/logs"),
         client.patch(f"/hosted-evaluations/{plain['evaluation_id']}/cancel"),
     ):
-        assert answer.status_code == 400 and answer.json()["error"]["code"] == "not_hosted"
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_hosted"
     wait_status(client, plain["evaluation_id"], ("RUNNING",))
 
 
