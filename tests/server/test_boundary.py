@@ -6,6 +6,7 @@ by the OpenAPI fuzz test and by hand).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -89,6 +90,43 @@ def test_nul_inside_a_stored_json_document_is_kept(api: Api) -> None:
     assert posted.status_code == 200, posted.text
     stored = api.get(f"/evaluations/{evaluation_id}/samples").json()["samples"][0]
     assert stored["completion"][0]["content"] == "\u0000"
+
+
+def test_a_sample_holding_nul_keeps_its_evaluations_stats(api: Api) -> None:
+    # PostgreSQL's JSON parsers refuse the escape `\u0000`: stats answered 500 there.
+    evaluation_id = api.create()
+    usage = {"token_usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    timing = {"timing": {"duration_s": 1.5, "model_s": 1.0}}
+    samples = [
+        {"sample_id": "nul", "reward": 1.0, **usage, **timing, "metadata": {"\u0000": "\u0000"}},
+        # A literal backslash before `u0000` and an escaped backslash before a NUL.
+        {
+            "sample_id": "slash",
+            "reward": 0.0,
+            **usage,
+            "completion": [{"role": "assistant", "content": "\\u0000"}],
+        },
+        {
+            "sample_id": "both",
+            "reward": 0.5,
+            **usage,
+            "completion": [{"role": "assistant", "content": "\\\u0000"}],
+        },
+    ]
+    posted = api.post(f"/evaluations/{evaluation_id}/samples", json={"samples": samples})
+    assert posted.status_code == 200, posted.text
+    body = api.get(f"/evaluations/{evaluation_id}/stats").json()
+    assert body["reward"]["n_samples"] == 3, body
+    assert body["usage"] == {
+        "prompt_tokens": 9,
+        "completion_tokens": 6,
+        "model_s": 1.0,
+        "duration_s": 1.5,
+    }
+    stored = api.get(f"/evaluations/{evaluation_id}/samples").json()["samples"]
+    contents = {s["sample_id"]: s.get("completion") for s in stored}
+    assert contents["slash"] == [{"role": "assistant", "content": "\\u0000"}]
+    assert contents["both"] == [{"role": "assistant", "content": "\\\u0000"}]
 
 
 def test_text_longer_than_its_column_is_a_422(api: Api) -> None:
@@ -190,3 +228,31 @@ def test_dashboard_example_past_64_bits_and_huge_page_windows_are_400(api: Api) 
         assert api.client.get(f"{path}?page=4294967&limit=500&format=json").status_code == 200
     html = api.client.get(f"{base}?example={INT64_MAX + 1}")
     assert html.status_code == 400 and "(64-bit)" in html.text
+
+
+def test_the_hub_and_hosted_schemas_state_what_the_server_checks(api: Api) -> None:
+    # Each of these was a schema-valid request refused, or an answer off its schema (fuzz).
+    document = api.client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    listing = document["paths"]["/api/v1/environmentshub/"]["get"]["parameters"]
+    by_name = {p["name"]: p["schema"] for p in listing}
+    assert by_name["sort_order"]["enum"] == ["asc", "desc"]
+    assert "pattern" in by_name["visibility"]["anyOf"][0]
+    for body in ("WheelRequest", "VersionRequest"):
+        assert schemas[body]["properties"]["content_hash"]["pattern"] == "^[0-9a-fA-F]{64}$"
+    assert schemas["HostedEvalConfig"]["additionalProperties"] is False
+
+    assert_422(api.get("/environmentshub/?sort_order=up"), "sort_order")
+    assert_422(api.get("/environmentshub/?visibility=0"), "visibility")
+    resolve = api.post("/environmentshub/resolve", json={"name": "e", "visibility": "0"})
+    assert_422(resolve, "visibility")
+    listed = api.get("/environmentshub/?visibility=public&sort_order=asc")
+    assert listed.status_code == 200, listed.text
+    for row in listed.json()["data"]:  # timestamps carry their offset, as date-time requires
+        assert datetime.fromisoformat(row["created_at"]).utcoffset() == timedelta(0), row
+    env_id = api.post("/environmentshub/resolve", json={"name": "e"}).json()["data"]["id"]
+    push = {"content_hash": "", "filename": "e-0.1.0-py3-none-any.whl", "sha256": "a" * 64}
+    for kind in ("wheels", "versions"):
+        assert_422(api.post(f"/environmentshub/{env_id}/{kind}", json=push), "content_hash")
+    hosted = {"environment_ids": ["e"], "inference_model": "m", "eval_config": {"bogus": 1}}
+    assert_422(api.post("/hosted-evaluations", json=hosted), "eval_config.bogus")

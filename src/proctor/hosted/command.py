@@ -67,7 +67,8 @@ _CLIENT_TYPES = {"openai", "openai_chat_completions", "chat_completions"}
 class HostedEvalConfig(BaseModel):
     """The `eval_config` of a hosted evaluation, as public clients send it."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+    # An unknown key is refused, and the schema says so (`additionalProperties: false`).
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     # Bounded so that num_examples x rollouts_per_example, the expected sample count, always
     # fits the server's 32-bit column (1e6 x 2e3 < 2**31).
@@ -79,7 +80,10 @@ class HostedEvalConfig(BaseModel):
     """Rollouts per task."""
     timeout_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the sandbox; past it the launcher kills it (TIMEOUT)."""
-    sampling_args: dict[str, Any] = Field(default_factory=dict)
+    sampling_args: dict[str, Any] = Field(
+        default_factory=dict,
+        json_schema_extra={"propertyNames": {"enum": list[Any](sorted(_SAMPLING_FLAGS))}},
+    )
     """Sampling parameters (`temperature`, `max_tokens`, ...)."""
     max_concurrent: Annotated[int, Field(ge=1, le=1_000_000), NotBool] | None = None
     """Rollouts kept in flight at once."""
@@ -126,13 +130,8 @@ class HostedEvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _applied_or_refused(self) -> HostedEvalConfig:
-        # Every setting is either applied to the sandbox's command or refused here: none is
-        # stored and silently ignored.
-        unknown = sorted(self.model_extra or {})
-        if unknown:
-            raise ValueError(
-                f"eval_config.{unknown[0]} is not a setting proctor's hosted runs know; remove it"
-            )
+        # Every setting is either applied to the sandbox's command or refused here (unknown
+        # keys by `extra="forbid"`): none is stored and silently ignored.
         unsupported = sorted(k for k in self.sampling_args if k not in _SAMPLING_FLAGS)
         if unsupported:
             raise ValueError(

@@ -11,12 +11,15 @@ from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.environments import artifacts, service
 from proctor.server.environments.schemas import (
+    VISIBILITY_PATTERN,
     Done,
     EnvironmentList,
     EnvironmentResponse,
     FinalizeResponse,
     LookupRequest,
     ResolveRequest,
+    SortBy,
+    SortOrder,
     StatusResponse,
     UploadSlotResponse,
     VersionList,
@@ -24,7 +27,6 @@ from proctor.server.environments.schemas import (
     VersionRequest,
     WheelRequest,
 )
-from proctor.server.errors import InvalidInput
 from proctor.server.openapi import errors
 
 router = APIRouter(prefix="/environmentshub", tags=["environments"])
@@ -70,21 +72,17 @@ def list_environments(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=2**31 - 1)] = 20,
     owner: Annotated[str | None, Query(max_length=200)] = None,
-    visibility: Annotated[str | None, Query(max_length=16)] = None,
+    visibility: Annotated[str | None, Query(pattern=VISIBILITY_PATTERN)] = None,
     search: Annotated[str | None, Query(max_length=100)] = None,
     tags: Annotated[list[str] | None, Query(max_length=20)] = None,
-    sort_by: Annotated[str, Query(max_length=32)] = "created_at",
-    sort_order: Annotated[str, Query(max_length=8)] = "desc",
+    sort_by: SortBy = "created_at",
+    sort_order: SortOrder = "desc",
     include_teams: bool = True,
     mine_only: bool = False,
     starred_only: bool = False,
 ) -> EnvironmentList:
     """The environments the platform can run that this key sees (installed and pushed)."""
     principal.require_unscoped()
-    if sort_by not in ("name", "created_at", "updated_at", "stars"):
-        raise InvalidInput("sort_by must be name, created_at, updated_at or stars.")
-    if sort_order not in ("asc", "desc"):
-        raise InvalidInput("sort_order must be asc or desc.")
     limit = min(limit, LIST_LIMIT_MAX)
     if starred_only:  # the hub has no stars: nothing is starred
         return EnvironmentList(data=[], total_count=0, offset=offset, limit=limit)

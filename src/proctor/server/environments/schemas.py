@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from proctor.server.boundary import NoNul
+from proctor.server.db.base import as_utc
 
 # `owner/name` or `name`: each part fits its 200-character column, and the name is not blank.
 NAME_PATTERN = r"^(?:[^\x00]{0,200}/)?[ \t\n\r\f\v]*[^\x00/ \t\n\r\f\v][^\x00/]{0,199}$"
 
+# What `/resolve` takes (`service._split`, then `service._NAME`): an optional owner, the name
+# with blanks around it, and an `@version` that resolve ignores.
+RESOLVE_NAME_PATTERN = (
+    r"^(?:[^\x00@]{0,200}/)?\s*[A-Za-z0-9][A-Za-z0-9._-]{0,199}\s*(?:@[^\x00]*)?$"
+)
+# A plain file name (`artifacts.check_filename`: 251 characters at most) with its suffix.
+_FILE = "[A-Za-z0-9._+-]"
+WHEEL_FILENAME_PATTERN = rf"^[A-Za-z0-9]{_FILE}{{0,246}}\.whl$"
+SOURCE_FILENAME_PATTERN = (
+    rf"^(?:[A-Za-z0-9](?:{_FILE}{{0,243}}\.tar\.gz|{_FILE}{{0,246}}\.(?:tgz|zip)))?$"
+)
 Slug = Annotated[str, Field(max_length=200), NoNul]
-Hash = Annotated[str, Field(max_length=64), NoNul]
 Short = Annotated[str, Field(max_length=64), NoNul]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]
+"""A SHA-256 in hex, as `artifacts.check_sha256` takes it (either case)."""
+
+_PUBLIC_OR_PRIVATE = "[Pp][Uu][Bb][Ll][Ii][Cc]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]"
+VISIBILITY_PATTERN = f"^(?:{_PUBLIC_OR_PRIVATE})$"
+"""`PUBLIC` or `PRIVATE`, in any case (ASCII letters only: what `.upper()` maps to either)."""
+SortBy = Literal["name", "created_at", "updated_at", "stars"]
+SortOrder = Literal["asc", "desc"]
+Timestamp = Annotated[datetime, AfterValidator(as_utc)]
+"""A UTC timestamp, always sent with its offset (RFC 3339, as `format: date-time` says)."""
 
 
 class ResolveRequest(BaseModel):
@@ -22,7 +43,7 @@ class ResolveRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    name: Annotated[str, Field(min_length=1, max_length=401, pattern=NAME_PATTERN), NoNul]
+    name: Annotated[str, Field(min_length=1, max_length=401, pattern=RESOLVE_NAME_PATTERN)]
     """Environment name, optionally `owner/name`."""
     team_id: Slug | None = None
     """Team that owns a newly created environment; empty means personal."""
@@ -30,7 +51,9 @@ class ResolveRequest(BaseModel):
     """The same, by slug (a team's slug is its id)."""
     owner_slug: Slug | None = None
     """Owner (user name or team) of the environment."""
-    visibility: Annotated[str, Field(max_length=32), NoNul] | None = None
+    visibility: (
+        Annotated[str, Field(pattern=rf"^\s*(?:{_PUBLIC_OR_PRIVATE})?\s*$", max_length=32)] | None
+    ) = None
     """`PUBLIC` or `PRIVATE` (the default) for a new environment, or to change an own one."""
 
 
@@ -46,9 +69,9 @@ class PackageMetadata(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    description: str | None = Field(default=None, max_length=10_000)
-    tags: list[str] = Field(default_factory=list, max_length=100)
-    requires_dist: list[str] = Field(default_factory=list, max_length=1000)
+    description: Annotated[str, Field(max_length=10_000), NoNul] | None = None
+    tags: list[Annotated[str, NoNul]] = Field(default_factory=list, max_length=100)
+    requires_dist: list[Annotated[str, NoNul]] = Field(default_factory=list, max_length=1000)
 
 
 class WheelRequest(BaseModel):
@@ -56,9 +79,9 @@ class WheelRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    content_hash: Hash
-    filename: Annotated[str, Field(max_length=300), NoNul]
-    sha256: Hash
+    content_hash: Sha256
+    filename: Annotated[str, Field(pattern=WHEEL_FILENAME_PATTERN)]
+    sha256: Sha256
     size: int = Field(ge=1, le=2**62)
     semantic_version: Short | None = None
     metadata: PackageMetadata = Field(default_factory=PackageMetadata)
@@ -70,10 +93,10 @@ class VersionRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    content_hash: Hash
-    filename: Annotated[str, Field(max_length=300), NoNul] | None = None
+    content_hash: Sha256
+    filename: Annotated[str, Field(pattern=SOURCE_FILENAME_PATTERN)] | None = None
     """The source archive's name; without it (and `sha256`) no source is uploaded."""
-    sha256: Hash | None = None
+    sha256: Sha256 | None = None
     semantic_version: Short | None = None
     metadata: PackageMetadata = Field(default_factory=PackageMetadata)
     runtime_hint: Annotated[str, Field(max_length=32), NoNul] | None = None
@@ -93,7 +116,7 @@ class VersionOut(BaseModel):
     id: str | None
     semantic_version: str | None
     content_hash: str | None
-    created_at: datetime | None = None
+    created_at: Timestamp | None = None
 
 
 class EnvironmentOut(BaseModel):
@@ -137,8 +160,8 @@ class ListedEnvironment(BaseModel):
     kind: str
     tags: list[str]
     stars: int = 0
-    created_at: datetime
-    updated_at: datetime | None
+    created_at: Timestamp
+    updated_at: Timestamp | None
 
 
 class EnvironmentList(BaseModel):
@@ -178,7 +201,7 @@ class VersionRow(BaseModel):
     wheel_filename: str | None
     size: int
     """How many artifacts (wheel, source) the version holds."""
-    created_at: datetime
+    created_at: Timestamp
 
 
 class VersionList(BaseModel):

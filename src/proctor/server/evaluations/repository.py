@@ -456,6 +456,16 @@ USAGE_FIELDS = {
 }
 
 
+# A sample is stored as sent, and a completion may hold U+0000, escaped `\u0000` in the JSON
+# text; PostgreSQL's json and jsonb parsers both refuse that escape, so it is dropped before
+# the cast (only the numbers are read here). Escaped backslashes become `\u005c` first, so
+# the `\\u0000` of a literal backslash-u0000 is left alone; rows without one are cast as is.
+_JSONB_SAFE = (
+    "CASE WHEN strpos(data, '\\u0000') = 0 THEN data "
+    "ELSE replace(replace(data, '\\\\', '\\u005c'), '\\u0000', '') END"
+)
+
+
 def usage_totals(session: Session, evaluation_id: str) -> dict[str, float]:
     """Sums of token usage and timings over the samples, reading each sample's JSON once.
 
@@ -470,7 +480,7 @@ def usage_totals(session: Session, evaluation_id: str) -> dict[str, float]:
             for name, (a, b) in USAGE_FIELDS.items()
         )
         sql = (
-            f"SELECT {columns} FROM (SELECT data::jsonb AS j FROM samples "
+            f"SELECT {columns} FROM (SELECT ({_JSONB_SAFE})::jsonb AS j FROM samples "
             "WHERE evaluation_id = :evaluation_id) AS s"
         )
     else:
