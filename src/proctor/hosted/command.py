@@ -112,13 +112,19 @@ class HostedEvalConfig(BaseModel):
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
     verbose: bool | None = None
     """Log debug detail in the sandbox (`proctor eval --verbose`)."""
-    api_client_type: str | None = None
+    api_client_type: str | None = Field(
+        default=None, json_schema_extra={"enum": [*sorted(_CLIENT_TYPES), "", None]}
+    )
     """The model API's kind; proctor speaks OpenAI chat completions only."""
-    state_columns: list[str] | None = None
+    state_columns: list[str] | None = Field(default=None, json_schema_extra={"maxItems": 0})
     """Extra state columns to save per sample; proctor has none, so only empty is accepted."""
-    independent_scoring: bool | None = None
+    independent_scoring: bool | None = Field(
+        default=None, json_schema_extra={"not": {"const": True}}
+    )
     """Score each rollout apart; proctor scores as it goes, so only false is accepted."""
-    extra_env_kwargs: dict[str, Any] | None = None
+    extra_env_kwargs: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"maxProperties": 0}
+    )
     """Extra keyword arguments for the environment object; only empty is accepted (use
     `env_args` for the loader's arguments)."""
     allow_sandbox_access: bool | None = None

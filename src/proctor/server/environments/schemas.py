@@ -82,7 +82,7 @@ class WheelRequest(BaseModel):
     content_hash: Sha256
     filename: Annotated[str, Field(pattern=WHEEL_FILENAME_PATTERN)]
     sha256: Sha256
-    size: int = Field(ge=1, le=2**62)
+    size: int = Field(ge=1, le=2**53)  # exact as a JSON number (a double)
     semantic_version: Short | None = None
     metadata: PackageMetadata = Field(default_factory=PackageMetadata)
     runtime_hint: Annotated[str, Field(max_length=32), NoNul] | None = None
