@@ -15,7 +15,15 @@ import shlex
 import sys
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from proctor.errors import ConfigError
 from proctor.eval.config import SECRET_HEADER
@@ -110,7 +118,7 @@ class HostedEvalConfig(BaseModel):
         },
     )
     """Secret environment variables for the sandbox; never stored in metadata or logs."""
-    verbose: bool | None = None
+    verbose: StrictBool | None = None
     """Log debug detail in the sandbox (`proctor eval --verbose`)."""
     api_client_type: str | None = Field(
         default=None, json_schema_extra={"enum": [*sorted(_CLIENT_TYPES), "", None]}
@@ -118,7 +126,7 @@ class HostedEvalConfig(BaseModel):
     """The model API's kind; proctor speaks OpenAI chat completions only."""
     state_columns: list[str] | None = Field(default=None, json_schema_extra={"maxItems": 0})
     """Extra state columns to save per sample; proctor has none, so only empty is accepted."""
-    independent_scoring: bool | None = Field(
+    independent_scoring: StrictBool | None = Field(
         default=None, json_schema_extra={"not": {"const": True}}
     )
     """Score each rollout apart; proctor scores as it goes, so only false is accepted."""
@@ -127,11 +135,11 @@ class HostedEvalConfig(BaseModel):
     )
     """Extra keyword arguments for the environment object; only empty is accepted (use
     `env_args` for the loader's arguments)."""
-    allow_sandbox_access: bool | None = None
+    allow_sandbox_access: StrictBool | None = None
     """Public clients' permission flag; a proctor sandbox has no sandboxes to grant."""
-    allow_instances_access: bool | None = None
+    allow_instances_access: StrictBool | None = None
     """Public clients' permission flag; a proctor sandbox has no instances to grant."""
-    allow_tunnel_access: bool | None = None
+    allow_tunnel_access: StrictBool | None = None
     """Public clients' permission flag; a proctor sandbox has no tunnels to grant."""
 
     @model_validator(mode="after")
