@@ -272,7 +272,7 @@ def main() -> int:
     parser.add_argument("-r", type=int, default=2)
     parser.add_argument("--pushed-runs", type=int, default=5)
     args = parser.parse_args()
-    from proctor.hosted.config import LauncherSettings
+    from proctor.server.hosted.settings import LauncherSettings
 
     poll = LauncherSettings().poll_seconds
     with tempfile.TemporaryDirectory(prefix="proctor-bench-hosted-") as tmp:

@@ -18,9 +18,8 @@ import proctor.server.errors
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "proctor"
 
-# Known cycles still being taken apart (issue #11 moves the launcher into
-# proctor.server.hosted); the test fails on any other, and on this one once it is gone.
-KNOWN_CYCLES = {("hosted", "server")}
+# None left: the launcher moved into proctor.server.hosted, so hosted no longer imports server.
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 
 
 def _part(path: Path) -> str:
@@ -127,3 +126,17 @@ def test_the_tree_in_the_docstring_draws_every_exception() -> None:
     }
     for name in (_TREE | server) - {"Exception", "BaseException"}:
         assert name in drawn, f"{name} is missing from proctor.errors' tree"
+
+
+def test_only_transition_changes_a_status() -> None:
+    """`evaluations.service.transition` is the one place an evaluation's status is written."""
+    owner = PACKAGE / "server" / "evaluations" / "service.py"
+    writes = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in sorted((PACKAGE / "server").rglob("*.py"))
+        if path != owner
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "status" for t in node.targets)
+    ]
+    assert writes == []

@@ -31,8 +31,8 @@ from proctor.cli._parser import help_default
 from proctor.cli.main import COMMANDS, main
 from proctor.eval import parse_eval_args
 from proctor.eval.config import EvalConfig
-from proctor.hosted.config import LauncherSettings
 from proctor.runs import ClientSettings
+from proctor.server.hosted.settings import LauncherSettings
 from proctor.server.settings import Settings
 from tests.procs import PROCTOR
 

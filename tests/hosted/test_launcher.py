@@ -16,13 +16,13 @@ from typing import Any
 import psutil
 import pytest
 
-from proctor.hosted.config import LauncherSettings
-from proctor.hosted.launcher import Launcher
 from proctor.server.auth import service as auth
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
 from proctor.server.hosted import service
+from proctor.server.hosted.launcher import Launcher
 from proctor.server.hosted.schemas import CreateHostedEvaluation
+from proctor.server.hosted.settings import LauncherSettings
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
 from tests.hosted.conftest import ADMIN_KEY

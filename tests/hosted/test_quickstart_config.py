@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.hosted.quickstart import write_client_config
+from proctor.server.quickstart import write_client_config
 
 
 def test_client_config_is_created_private_and_keeps_other_keys(

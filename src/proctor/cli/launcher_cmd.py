@@ -12,6 +12,7 @@ from types import FrameType
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
 from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
+from proctor.hosted.backends import backend_types
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sandbox",
-        choices=["local", "ray"],
+        choices=backend_types(),
         help="sandbox backend (default: $PROCTOR_HOSTED_SANDBOX, else local)",
     )
     parser.add_argument(
@@ -58,8 +59,8 @@ def run(argv: list[str]) -> int:
     """Parse the arguments and run the launcher until SIGTERM or Ctrl-C."""
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
-    from proctor.hosted.config import LauncherSettings
-    from proctor.hosted.launcher import Launcher
+    from proctor.server.hosted.launcher import Launcher
+    from proctor.server.hosted.settings import LauncherSettings
     from proctor.server.setup import open_database, settings_from
 
     settings = LauncherSettings.load(

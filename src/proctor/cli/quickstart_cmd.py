@@ -55,7 +55,7 @@ def run(argv: list[str]) -> int:
     """Parse the arguments, start everything, follow the evaluation, serve until Ctrl-C."""
     args = _parser().parse_args(argv)
     configure_logging("warning")
-    from proctor.hosted.quickstart import Quickstart, QuickstartOptions
+    from proctor.server.quickstart import Quickstart, QuickstartOptions
 
     options = QuickstartOptions(
         data_dir=Path(args.data_dir).expanduser().absolute(),  # printed: one the user can open

@@ -62,7 +62,7 @@ def run(argv: list[str]) -> int:
         open_database(settings).dispose()
         print(f"migrations applied to {describe_url(settings.resolved_database_url())}")
         return 0
-    from proctor.hosted.config import LauncherSettings
+    from proctor.server.hosted.settings import LauncherSettings
 
     LauncherSettings.load()  # a bad PROCTOR_HOSTED_* variable stops the server before it starts
     return serve(settings, log_level=args.log_level, access_log=args.access_log)

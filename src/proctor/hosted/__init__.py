@@ -1,4 +1,9 @@
-"""Hosted evaluations: the launcher that runs `proctor eval` in sandboxes, and its backends."""
+"""Sandboxes for hosted evaluations: what a sandbox is, its backends and the command template.
+
+The backends are a registry (`proctor.hosted.backends`); the launcher that claims queued
+evaluations and runs them in sandboxes is part of the server (`proctor.server.hosted`).
+`proctor.hosted.remote` is the client side of hosted runs (submit, follow, cancel).
+"""
 
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 

@@ -16,10 +16,12 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psutil
+from pydantic import BaseModel
 
 from proctor.errors import ConfigError
 from proctor.hosted.sandbox import (
@@ -33,6 +35,37 @@ from proctor.hosted.sandbox import (
 logger = logging.getLogger(__name__)
 
 Isolation = Literal["none", "bwrap"]
+
+
+class Config(BaseModel):
+    """The local backend's options."""
+
+    type: Literal["local"] = "local"
+    """The backend's name."""
+    isolation: Isolation = "none"
+    """`bwrap` runs each sandbox under bubblewrap; `none` runs it directly."""
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
+        """The options from the launcher's settings (`PROCTOR_HOSTED_ISOLATION`)."""
+        return cls(isolation=settings.get("isolation", "none"))
+
+
+def create(config: Config) -> LocalSandbox:
+    """The backend for `config`."""
+    return LocalSandbox(isolation=config.isolation)
+
+
+def handle_token(handle: SandboxHandle) -> str:
+    """`<pid>@<start time>`: the start time tells our process from a reused pid."""
+    return f"{handle.ref}@{handle.started_at!r}"
+
+
+def handle_from_token(token: str, *, log_path: str | None) -> SandboxHandle:
+    """The handle `handle_token` wrote, with the log file it captures to."""
+    ref, _, started = token.partition("@")
+    return SandboxHandle("local", ref, float(started or 0.0), log_path)
+
 
 # Only these variables of the launcher's own environment reach a sandbox: the launcher may
 # hold a database URL or an admin key, and a sandbox must see only what its spec gives it.

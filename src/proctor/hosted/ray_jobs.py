@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from proctor.errors import ConfigError, SandboxError
 from proctor.hosted.sandbox import BackendName, SandboxHandle, SandboxSpec, SandboxState, tail_text
@@ -19,6 +22,45 @@ from proctor.hosted.sandbox import BackendName, SandboxHandle, SandboxSpec, Sand
 logger = logging.getLogger(__name__)
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+class Config(BaseModel):
+    """The ray backend's options."""
+
+    type: Literal["ray"] = "ray"
+    """The backend's name."""
+    address: str
+    """The cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`."""
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
+        """The options from the launcher's settings (`PROCTOR_HOSTED_RAY_ADDRESS`).
+
+        Raises:
+            ConfigError: no address is set.
+        """
+        address = settings.get("ray_address")
+        if not address:
+            raise ConfigError(
+                "The ray sandbox needs the cluster's job API address; pass --ray-address "
+                "or set PROCTOR_HOSTED_RAY_ADDRESS."
+            )
+        return cls(address=address)
+
+
+def create(config: Config) -> RaySandbox:
+    """The backend for `config`."""
+    return RaySandbox(config.address)
+
+
+def handle_token(handle: SandboxHandle) -> str:
+    """The Ray job's submission id."""
+    return handle.ref
+
+
+def handle_from_token(token: str, *, log_path: str | None) -> SandboxHandle:
+    """The handle of the job `token` names (Ray keeps the logs: no log file)."""
+    return SandboxHandle("ray", token, 0.0, None)
 
 
 class RaySandbox:

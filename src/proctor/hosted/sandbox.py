@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
-BackendName = Literal["local", "ray"]
+BackendName = str
+"""A registered backend's `type` (`proctor.hosted.backends.backend_types()`)."""
 
 TRUNCATION_MARKER = "[... earlier output cut: showing the last {n} bytes ...]\n"
 """The line put in front of a log that was cut to its tail."""
@@ -49,16 +50,17 @@ class SandboxHandle:
     """The captured log file (local); the wrapper's exit-code file lies beside it."""
 
     def token(self) -> str:
-        """The handle as one short string, for storing with the evaluation."""
-        return f"{self.ref}@{self.started_at!r}" if self.backend == "local" else self.ref
+        """The handle as one short string to store with the evaluation (its backend's format)."""
+        from proctor.hosted.backends import handle_token
+
+        return handle_token(self)
 
     @classmethod
     def from_token(cls, backend: BackendName, token: str, *, log_path: str | None) -> SandboxHandle:
         """Rebuild a handle stored by `token`."""
-        if backend == "local":
-            ref, _, started = token.partition("@")
-            return cls(backend, ref, float(started or 0.0), log_path)
-        return cls(backend, token, 0.0, log_path)
+        from proctor.hosted.backends import handle_from_token
+
+        return handle_from_token(backend, token, log_path=log_path)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class SandboxState:
 
 
 class SandboxBackend(Protocol):
-    """A place to run sandboxes: local processes or a Ray cluster."""
+    """A place to run sandboxes: local processes or a Ray cluster (see `backends`)."""
 
     name: BackendName
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -10,6 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import ConfigError
 from proctor.server.errors import describe_invalid, dotted
+
+if TYPE_CHECKING:
+    from proctor.server.hosted.settings import LauncherSettings
 
 
 class Settings(BaseSettings):
@@ -51,6 +56,17 @@ class Settings(BaseSettings):
     def hub_dir(self) -> Path:
         """Where the hub keeps uploaded packages, each under its SHA-256."""
         return self.resolved_data_dir() / "hub"
+
+    @cached_property
+    def hosted(self) -> LauncherSettings:
+        """The hosted launcher's section (`PROCTOR_HOSTED_*`), read on first use.
+
+        Raises:
+            ConfigError: a `PROCTOR_HOSTED_*` variable holds an invalid value.
+        """
+        from proctor.server.hosted.settings import LauncherSettings
+
+        return LauncherSettings.load()
 
     def resolved_data_dir(self) -> Path:
         """The data directory with `~` expanded."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -26,6 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from proctor.contract import TERMINAL_STATUSES
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Environment, Evaluation, Sample
 
@@ -43,8 +44,9 @@ _PAGE = (
 )
 
 
-def visible_to(principal: Principal) -> ColumnElement[bool]:
-    """Filter for evaluations the principal may see: its user's, its teams', public ones."""
+def readable(principal: Principal) -> ColumnElement[bool]:
+    """Which evaluations the principal may read: its user's, its teams', public ones (admins:
+    all). The one statement of the rule: every read, listed or by id, filters with it."""
     if principal.is_admin:
         return true()
     clauses: list[ColumnElement[bool]] = [
@@ -54,6 +56,37 @@ def visible_to(principal: Principal) -> ColumnElement[bool]:
     if principal.team_ids:
         clauses.append(Evaluation.team_id.in_(sorted(principal.team_ids)))
     return or_(*clauses)
+
+
+def update_status(
+    session: Session,
+    evaluation_id: str,
+    values: dict[str, object],
+    *,
+    only_from: Collection[str] | None = None,
+) -> bool:
+    """One conditional UPDATE of a status change (`service.transition` builds `values`):
+    only from `only_from`, by default from any status that is not terminal."""
+    allowed = (
+        Evaluation.status.in_(sorted(only_from))
+        if only_from is not None
+        else Evaluation.status.not_in(sorted(TERMINAL_STATUSES))
+    )
+    result = session.execute(
+        update(Evaluation)
+        .where(Evaluation.id == evaluation_id, allowed)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+def get_readable(
+    session: Session, principal: Principal, evaluation_id: str, *, for_update: bool = False
+) -> Evaluation | None:
+    """The evaluation with this id if the principal may read it (else None, as if absent)."""
+    query = select(Evaluation).where(Evaluation.id == evaluation_id, readable(principal))
+    return session.scalar(query.with_for_update() if for_update else query)
 
 
 def get(session: Session, evaluation_id: str, *, for_update: bool = False) -> Evaluation | None:
@@ -83,7 +116,7 @@ def list_visible(
     is_hosted: bool | None = None,
 ) -> tuple[list[Evaluation], int]:
     """A page of visible evaluations, newest first, and the total matching."""
-    conditions: list[ColumnElement[bool]] = [visible_to(principal)]
+    conditions: list[ColumnElement[bool]] = [readable(principal)]
     if team_id is not None:
         conditions.append(Evaluation.team_id == team_id)
     if environment_name and "/" in environment_name:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Collection
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -22,6 +24,7 @@ from proctor.contract import (
     REOPENABLE_STATUSES,
     SETTABLE_STATUSES,
     TERMINAL_STATUSES,
+    Status,
 )
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
@@ -36,14 +39,51 @@ from proctor.server.teams import check_team
 logger = logging.getLogger(__name__)
 
 
-def can_see(principal: Principal, evaluation: Evaluation) -> bool:
-    """Whether the principal may read the evaluation."""
-    return (
-        principal.is_admin
-        or evaluation.user_id == principal.user_id
-        or evaluation.is_public
-        or (evaluation.team_id is not None and evaluation.team_id in principal.team_ids)
-    )
+def transition(
+    session: Session,
+    evaluation: Evaluation | str,
+    status: str,
+    *,
+    now: datetime | None = None,
+    error_message: str | None = None,
+    only_from: Collection[str] | None = None,
+    reopen: bool = False,
+) -> bool:
+    """Change an evaluation's status: the one place any status changes (PUT, finalize, a reopen,
+    the statistics task, a cancel, the launcher).
+
+    Every change writes the same: `status` and `updated_at`, `started_at` on RUNNING,
+    `completed_at` on a terminal status, and `error_message` (capped) when given. It happens
+    only from `only_from`, by default from any status that is not terminal; returns whether
+    it happened. A loaded `Evaluation` (locked by the caller) changes in place; an id changes
+    with one conditional UPDATE, without loading the row (the launcher's way).
+
+    A `reopen` (a resumed run taking its evaluation back) clears `completed_at` and
+    `error_message`, keeps `started_at` and counts one more attempt.
+    """
+    now = now or utcnow()
+    values: dict[str, object] = {"status": str(status), "updated_at": now}
+    if reopen:
+        attempts = (
+            evaluation.attempts + 1
+            if isinstance(evaluation, Evaluation)
+            else Evaluation.attempts + 1
+        )
+        values.update(completed_at=None, error_message=None, attempts=attempts)
+    elif status == Status.RUNNING:
+        values["started_at"] = now
+    if status in TERMINAL_STATUSES:
+        values["completed_at"] = now
+    if error_message is not None:
+        values["error_message"] = _cap(error_message)
+    if not isinstance(evaluation, Evaluation):
+        return repository.update_status(session, evaluation, values, only_from=only_from)
+    current = evaluation.status
+    if (current not in only_from) if only_from is not None else (current in TERMINAL_STATUSES):
+        return False
+    for name, value in values.items():
+        setattr(evaluation, name, value)
+    return True
 
 
 def can_write(principal: Principal, evaluation: Evaluation) -> bool:
@@ -77,8 +117,8 @@ def get_visible(
         Forbidden: It is visible (public) but not writable by this key.
     """
     principal.require_evaluation(evaluation_id)
-    evaluation = repository.get(session, evaluation_id, for_update=for_update)
-    if evaluation is None or not can_see(principal, evaluation):
+    evaluation = repository.get_readable(session, principal, evaluation_id, for_update=for_update)
+    if evaluation is None:
         raise _unknown(evaluation_id)
     if write and not can_write(principal, evaluation):
         raise Forbidden("This evaluation is public but belongs to someone else; it is read-only.")
@@ -241,8 +281,7 @@ def update_evaluation(
     if "error_message" in fields:
         evaluation.error_message = _cap(payload.error_message)
     if "status" in fields and payload.status is not None:
-        evaluation.status = payload.status
-        evaluation.completed_at = now
+        transition(session, evaluation, payload.status, now=now)
     evaluation.updated_at = now
     return evaluation
 
@@ -272,8 +311,7 @@ def finalize(
     now = utcnow()
     if metrics:
         evaluation.metrics = metrics
-    if evaluation.status != "COMPLETED":
-        evaluation.status = "PROCESSING"
+    transition(session, evaluation, Status.PROCESSING, now=now)  # a COMPLETED run stays so
     evaluation.finalized_at = now
     evaluation.updated_at = now
     return evaluation
@@ -302,12 +340,7 @@ def reopen(session: Session, principal: Principal, evaluation_id: str) -> Evalua
             "start a new run instead.",
             code="evaluation_closed",
         )
-    now = utcnow()
-    evaluation.status = "RUNNING"
-    evaluation.error_message = None
-    evaluation.completed_at = None
-    evaluation.attempts += 1
-    evaluation.updated_at = now
+    transition(session, evaluation, Status.RUNNING, only_from=REOPENABLE_STATUSES, reopen=True)
     logger.info("evaluation %s reopened (attempt %d)", evaluation_id, evaluation.attempts)
     return evaluation
 
@@ -325,10 +358,7 @@ def complete_statistics(db: Database, evaluation_id: str) -> bool:
         mean = evaluation.reward_sum / evaluation.reward_count if evaluation.reward_count else None
         # Rewards near the float limit overflow their sum: no mean rather than an infinite one.
         evaluation.avg_score = mean if mean is not None and math.isfinite(mean) else None
-        now = utcnow()
-        evaluation.status = "COMPLETED"
-        evaluation.completed_at = now
-        evaluation.updated_at = now
+        transition(session, evaluation, Status.COMPLETED, only_from=(Status.PROCESSING,))
     logger.info("evaluation %s completed", evaluation_id)
     # Compute the statistics of the finished run now, so no reader waits for them.
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Request
 
 from proctor.server.auth.dependencies import CurrentPrincipal
-from proctor.server.deps import ReadSession, WriteSession
-from proctor.server.hosted import service
+from proctor.server.deps import ReadSession, SettingsDep, WriteSession
+from proctor.server.hosted import lifecycle, service
 from proctor.server.hosted.schemas import (
     CancelledHostedEvaluation,
     CreatedHostedEvaluations,
@@ -23,28 +23,23 @@ def create(
     body: CreateHostedEvaluation,
     principal: CurrentPrincipal,
     session: WriteSession,
+    settings: SettingsDep,
     request: Request,
     background: BackgroundTasks,
 ) -> CreatedHostedEvaluations:
     """Create one PENDING evaluation per environment for the launcher to run."""
-    ids = service.create_hosted(
-        session,
-        principal,
-        body,
-        service.launcher_settings(request.app),
-        request.app.state.settings,
-    )
+    ids = service.create_hosted(session, principal, body, settings.hosted, settings)
     # Runs after the response, so after the commit: the launcher then sees the new rows.
-    background.add_task(service.wake_launcher, request.app)
+    background.add_task(lifecycle.wake_launcher, request.app)
     return CreatedHostedEvaluations(evaluation_id=ids[0], evaluation_ids=ids)
 
 
 @router.get("/{evaluation_id}/logs", response_model=HostedLogs)
 def logs(
-    evaluation_id: str, principal: CurrentPrincipal, session: ReadSession, request: Request
+    evaluation_id: str, principal: CurrentPrincipal, session: ReadSession, settings: SettingsDep
 ) -> HostedLogs:
     """The sandbox's output so far."""
-    return HostedLogs(logs=service.read_logs(session, principal, evaluation_id, request.app))
+    return HostedLogs(logs=service.read_logs(session, principal, evaluation_id, settings.hosted))
 
 
 @router.patch(

@@ -7,9 +7,8 @@ import logging
 from fastapi import FastAPI
 
 from proctor.errors import ProctorError
-from proctor.hosted.config import LauncherSettings
-from proctor.hosted.launcher import Launcher
 from proctor.server.db.session import Database
+from proctor.server.hosted.launcher import Launcher
 from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -18,7 +17,7 @@ logger = logging.getLogger(__name__)
 def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher | None:
     """Start the in-server launcher in a background thread, when enabled."""
     try:
-        launcher_settings = app.state.launcher_settings = LauncherSettings.load()
+        launcher_settings = app.state.launcher_settings = settings.hosted
         if not launcher_settings.in_server:
             logger.info("in-server launcher disabled (PROCTOR_HOSTED_IN_SERVER=false)")
             return None
@@ -37,6 +36,13 @@ def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher |
     launcher.start()
     app.state.launcher = launcher
     return launcher
+
+
+def wake_launcher(app: FastAPI) -> None:
+    """Let the in-server launcher pick up new work now instead of at its next poll."""
+    launcher: Launcher | None = getattr(app.state, "launcher", None)
+    if launcher is not None:
+        launcher.wake()
 
 
 def stop_launcher(app: FastAPI) -> None:

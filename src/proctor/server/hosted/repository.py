@@ -6,13 +6,11 @@ launcher never overwrites a terminal status that the run, a user or another laun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import null, select, update
 from sqlalchemy.orm import Session
 
-from proctor.contract import ERROR_MESSAGE_MAX, TERMINAL_STATUSES
 from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
 
 
@@ -115,37 +113,6 @@ def heartbeat(session: Session, launcher_id: str, now: datetime) -> None:
         .where(HostedEvaluation.launcher_id == launcher_id, HostedEvaluation.ended_at.is_(None))
         .values(heartbeat_at=now)
     )
-
-
-def set_status_if_open(
-    session: Session,
-    evaluation_id: str,
-    status: str,
-    now: datetime,
-    *,
-    error_message: str | None = None,
-    from_statuses: Sequence[str] | None = None,
-) -> bool:
-    """Set a status unless the evaluation is already terminal (or not in `from_statuses`)."""
-    allowed = (
-        Evaluation.status.in_(from_statuses)
-        if from_statuses is not None
-        else Evaluation.status.not_in(sorted(TERMINAL_STATUSES))
-    )
-    values: dict[str, object] = {"status": status, "updated_at": now}
-    if status == "RUNNING":
-        values["started_at"] = now
-    if status in TERMINAL_STATUSES:
-        values["completed_at"] = now
-    if error_message is not None:
-        values["error_message"] = error_message[:ERROR_MESSAGE_MAX]
-    result = session.execute(
-        update(Evaluation)
-        .where(Evaluation.id == evaluation_id, allowed)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    return bool(getattr(result, "rowcount", 0))
 
 
 def drop_secrets(session: Session, evaluation_id: str) -> None:

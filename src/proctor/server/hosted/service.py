@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from proctor.contract import TERMINAL_STATUSES
+from proctor.contract import TERMINAL_STATUSES, Status
+from proctor.errors import ConfigError
 from proctor.eval.config import default_run_name
-from proctor.hosted.config import LauncherSettings
-from proctor.hosted.local import LocalSandbox
+from proctor.hosted.backends import create_backend
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
@@ -35,6 +34,7 @@ from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
 from proctor.server.hosted import repository
 from proctor.server.hosted.schemas import CreateHostedEvaluation
+from proctor.server.hosted.settings import LauncherSettings
 from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -42,19 +42,8 @@ logger = logging.getLogger(__name__)
 LAUNCHER_NAME = "proctor"
 
 
-def launcher_settings(app: FastAPI) -> LauncherSettings:
-    """The app's launcher settings (read from the environment once)."""
-    settings = getattr(app.state, "launcher_settings", None)
-    if settings is None:
-        settings = app.state.launcher_settings = LauncherSettings.load()
-    return settings
-
-
-def wake_launcher(app: FastAPI) -> None:
-    """Let the in-server launcher pick up new work now instead of at its next poll."""
-    launcher = getattr(app.state, "launcher", None)
-    if launcher is not None:
-        launcher.wake()
+# Backends that read logs, by type and settings (a Ray backend holds a client worth keeping).
+_log_backends: dict[tuple[str, str], SandboxBackend] = {}
 
 
 def create_hosted(
@@ -155,22 +144,14 @@ def _hosted(session: Session, evaluation_id: str) -> HostedEvaluation:
     return hosted
 
 
-def _log_backend(app: FastAPI, name: str) -> SandboxBackend:
-    cache: dict[str, SandboxBackend] = app.state.__dict__.setdefault("hosted_log_backends", {})
-    if name not in cache:
-        if name == "ray":
-            from proctor.hosted.ray_jobs import RaySandbox
-
-            address = launcher_settings(app).ray_address
-            if not address:
-                raise BadRequest(
-                    "This server has no Ray address to read the logs from; set "
-                    "PROCTOR_HOSTED_RAY_ADDRESS."
-                )
-            cache[name] = RaySandbox(address)
-        else:
-            cache[name] = LocalSandbox()
-    return cache[name]
+def _log_backend(settings: LauncherSettings, name: str) -> SandboxBackend:
+    key = (name, settings.model_dump_json())
+    if key not in _log_backends:
+        try:
+            _log_backends[key] = create_backend(name, settings.model_dump())
+        except ConfigError as e:
+            raise BadRequest(f"This server cannot read the {name} sandbox's logs: {e}") from None
+    return _log_backends[key]
 
 
 def expected_samples(session: Session, evaluation_id: str) -> int | None:
@@ -179,15 +160,17 @@ def expected_samples(session: Session, evaluation_id: str) -> int | None:
     return None if hosted is None else hosted.expected_samples
 
 
-def read_logs(session: Session, principal: Principal, evaluation_id: str, app: FastAPI) -> str:
+def read_logs(
+    session: Session, principal: Principal, evaluation_id: str, settings: LauncherSettings
+) -> str:
     """The sandbox's output so far; empty before it starts."""
     evaluations.get_visible(session, principal, evaluation_id)
     hosted = _hosted(session, evaluation_id)
     if hosted.sandbox_handle is None:
         return ""
-    backend = _log_backend(app, hosted.backend)
+    backend = _log_backend(settings, hosted.backend)
     handle = SandboxHandle.from_token(backend.name, hosted.sandbox_handle, log_path=hosted.log_path)
-    return backend.logs(handle, launcher_settings(app).log_tail_bytes)
+    return backend.logs(handle, settings.log_tail_bytes)
 
 
 def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
@@ -206,8 +189,8 @@ def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
             "there is nothing to cancel."
         )
     now = utcnow()
-    repository.set_status_if_open(
-        session, evaluation_id, "CANCELLED", now, error_message="cancelled by the user"
+    evaluations.transition(
+        session, evaluation_id, Status.CANCELLED, now=now, error_message="cancelled by the user"
     )
     hosted.cancel_requested = True
     if hosted.launcher_id is None:

@@ -218,7 +218,7 @@ def _hosted_logs(
     if not evaluation.is_hosted:
         return None
     try:
-        return hosted.read_logs(session, principal, evaluation.id, app)
+        return hosted.read_logs(session, principal, evaluation.id, app.state.settings.hosted)
     except ServerError as exc:
         return f"(logs unavailable: {exc.message})"
     except Exception:  # a sandbox backend failing must not take the page down with it

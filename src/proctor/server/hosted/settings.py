@@ -1,15 +1,19 @@
-"""Settings of the hosted launcher, read from `PROCTOR_HOSTED_*` environment variables."""
+"""Settings of the hosted launcher, read from `PROCTOR_HOSTED_*` environment variables.
+
+They are the `hosted` section of the server's `Settings` (`settings.hosted`); `proctor
+launcher` reads them alone, with its flags on top.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from proctor.errors import ConfigError
+from proctor.hosted.backends import backend_types, create_backend
 from proctor.hosted.command import DEFAULT_COMMAND
-from proctor.hosted.local import Isolation, LocalSandbox
+from proctor.hosted.local import Isolation
 from proctor.hosted.sandbox import BackendName, SandboxBackend
 from proctor.server.settings import invalid_setting
 
@@ -69,24 +73,21 @@ class LauncherSettings(BaseSettings):
         except ValidationError as e:
             raise invalid_setting(e, env_prefix="PROCTOR_HOSTED_") from None
 
+    @field_validator("sandbox")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in backend_types():
+            raise ValueError(f"Input should be one of {', '.join(backend_types())}")
+        return value
+
+    def backend(self) -> SandboxBackend:
+        """The sandbox backend `sandbox` names, with its options from these settings.
+
+        Raises:
+            ConfigError: its options are missing or wrong (e.g. `ray` without an address).
+        """
+        return create_backend(self.sandbox, self.model_dump())
+
     def forwarded_names(self) -> set[str]:
         """The variable names in `forward_env`."""
         return {n.strip() for n in self.forward_env.split(",") if n.strip()}
-
-
-def make_backend(settings: LauncherSettings) -> SandboxBackend:
-    """The sandbox backend the settings name.
-
-    Raises:
-        ConfigError: `ray` without an address, or bubblewrap missing.
-    """
-    if settings.sandbox == "ray":
-        if not settings.ray_address:
-            raise ConfigError(
-                "The ray sandbox needs the cluster's job API address; pass --ray-address "
-                "or set PROCTOR_HOSTED_RAY_ADDRESS."
-            )
-        from proctor.hosted.ray_jobs import RaySandbox
-
-        return RaySandbox(settings.ray_address)
-    return LocalSandbox(isolation=settings.isolation)

@@ -34,21 +34,23 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES
+from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES, Status
 from proctor.errors import ProctorError
 from proctor.hosted.command import HostedEvalConfig, build_command, secret_environment
-from proctor.hosted.config import LauncherSettings, make_backend
 from proctor.hosted.packages import install_prefix
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
+from proctor.server.evaluations import service as evaluations
 from proctor.server.hosted import repository
+from proctor.server.hosted.settings import LauncherSettings
 
 logger = logging.getLogger(__name__)
 
 _ERROR_TAIL_BYTES = 2000
+_NOT_STARTED = (Status.PENDING,)  # a sandbox starting makes only a PENDING run RUNNING
 
 
 @dataclass
@@ -89,7 +91,7 @@ class Launcher:
         self.settings = settings
         self.api_url = settings.api_url or api_url
         self.data_dir = data_dir
-        self.backend = backend or make_backend(settings)
+        self.backend = backend or settings.backend()
         self.launcher_id = (
             launcher_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
@@ -191,8 +193,12 @@ class Launcher:
                 handle = SandboxHandle.from_token(
                     self.backend.name, hosted.sandbox_handle, log_path=hosted.log_path
                 )
-                repository.set_status_if_open(
-                    session, hosted.evaluation_id, "RUNNING", now, from_statuses=("PENDING",)
+                evaluations.transition(
+                    session,
+                    hosted.evaluation_id,
+                    Status.RUNNING,
+                    now=now,
+                    only_from=_NOT_STARTED,
                 )
                 logger.info(
                     "launcher %s adopts the sandbox of %s", self.launcher_id, hosted.evaluation_id
@@ -215,10 +221,11 @@ class Launcher:
         except OSError:
             return
         if token:
+            log_path = str(self._box(hosted.evaluation_id) / "sandbox.log")
+            handle = SandboxHandle.from_token(self.backend.name, token, log_path=log_path)
             hosted.sandbox_handle = token
             hosted.backend = self.backend.name
-            if self.backend.name == "local":
-                hosted.log_path = str(self._box(hosted.evaluation_id) / "sandbox.log")
+            hosted.log_path = handle.log_path or hosted.log_path  # None: the backend keeps logs
 
     def _release_unstarted(
         self, session: Session, hosted: HostedEvaluation, evaluation: Evaluation, now: datetime
@@ -341,8 +348,8 @@ class Launcher:
             hosted.log_path = handle.log_path
             hosted.started_at = now
             hosted.heartbeat_at = now
-            repository.set_status_if_open(
-                session, evaluation_id, "RUNNING", now, from_statuses=("PENDING",)
+            evaluations.transition(
+                session, evaluation_id, Status.RUNNING, now=now, only_from=_NOT_STARTED
             )
         self._watched[evaluation_id] = _Watched(
             evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
@@ -435,17 +442,17 @@ class Launcher:
         """Set the status (unless terminal), end the record, drop its secrets and key."""
         if overrule_finalized:
             # An incomplete run that finalized anyway: its PROCESSING/COMPLETED is not trusted.
-            repository.set_status_if_open(
+            evaluations.transition(
                 session,
                 hosted.evaluation_id,
-                "FAILED",
-                now,
+                Status.FAILED,
+                now=now,
                 error_message=error,
-                from_statuses=FINALIZED_STATUSES,
+                only_from=FINALIZED_STATUSES,
             )
         elif status is not None:
-            repository.set_status_if_open(
-                session, hosted.evaluation_id, status, now, error_message=error
+            evaluations.transition(
+                session, hosted.evaluation_id, status, now=now, error_message=error
             )
         hosted.ended_at = now
         repository.drop_secrets(session, hosted.evaluation_id)
