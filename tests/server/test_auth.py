@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from proctor.server.db.models import ApiKey
 from tests.server.conftest import Api
+from tests.server.test_traces import episode, jsonl
 
 
 def test_every_api_call_needs_a_valid_key(api: Api) -> None:
@@ -87,6 +90,21 @@ def test_scoped_keys_reach_their_evaluation_and_nothing_else(api: Api) -> None:
     assert api.post(f"/evaluations/{target}/samples", scoped, json=samples).status_code == 200
     assert api.get(f"/evaluations/{target}/samples", scoped).status_code == 200
     assert api.put(f"/evaluations/{target}", scoped, json={"metrics": {"a": 1}}).status_code == 200
+    # Trace uploads: the key's own evaluation only (any other is a 403 `forbidden`, the code
+    # the public traces client reads; never `service_not_enabled`, which would reroute them).
+    for evaluation, status in ((target, 201), (other, 403)):
+        body = jsonl([episode(f"ep-{evaluation}", evaluation, 0, 1.0)])
+        traces = api.post(
+            "/traces",
+            scoped,
+            headers={
+                "Idempotency-Key": "sha256:" + hashlib.sha256(body).hexdigest(),
+                "X-Prime-Line-Format": "episode",
+            },
+            files={"metadata": (None, b'{"schema_version":1}'), "traces": ("t.jsonl", body)},
+        )
+        assert traces.status_code == status, traces.text
+    assert traces.json()["error"]["code"] == "forbidden"
     assert api.post(f"/evaluations/{target}/finalize", scoped, json={}).status_code == 200
 
     denied = [
@@ -101,10 +119,6 @@ def test_scoped_keys_reach_their_evaluation_and_nothing_else(api: Api) -> None:
     for response in denied:
         assert response.status_code == 403, response.request.url
         assert response.json()["error"]["code"] == "scope_denied"
-    # The traces stub must still say service_not_enabled, so uploads fall back to samples.
-    traces = api.post("/traces", scoped)
-    assert traces.status_code == 403
-    assert traces.json()["error"]["code"] == "service_not_enabled"
 
 
 def _key_id(api: Api, secret: str) -> str:

@@ -96,11 +96,16 @@ def _scoped_key(platform: Platform, evaluation_id: str, owner_id: str) -> str:
 
 
 def _run_client(
-    platform: Platform, tmp_path: Path, script: str, args: dict[str, Any], key: str | None = None
+    platform: Platform,
+    tmp_path: Path,
+    script: str,
+    args: dict[str, Any],
+    key: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run `script` in a fresh interpreter configured for `platform`; return its JSON line."""
     home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
     script_path = tmp_path / "client.py"
     script_path.write_text(textwrap.dedent(script))
     args_path = tmp_path / "args.json"
@@ -118,6 +123,7 @@ def _run_client(
         PRIME_DISABLE_VERSION_CHECK="1",
         NO_PROXY="127.0.0.1,localhost",
     )
+    env.update(extra_env or {})
     done = subprocess.run(
         [sys.executable, str(script_path), str(args_path)],
         env=env,
@@ -259,11 +265,13 @@ def test_prime_evals_create_push_finalize_read(server: Platform, tmp_path: Path)
 
 # --- prime-runs --------------------------------------------------------------------------
 
-# Duck-typed verifiers episodes: prime-runs projects them to samples (§6.2) itself and
-# uploads them as episode lines to /traces first (§7), where the server answers 403
-# `service_not_enabled` so the same records fall back to /evaluations/{id}/samples.
+# Duck-typed verifiers episodes: objects with the attributes prime-runs projects samples from
+# (§6.2) and a `to_record()` of verifiers' wire form (a message graph, calls, weighted
+# rewards). prime-runs uploads them as episode lines to /traces (§7); the server stores them
+# and builds the samples itself. Opted out of Prime Traces, prime-runs posts its own
+# projection to /evaluations/{id}/samples instead: both must give the same samples.
 PRIME_RUNS_SCRIPT = """
-    import json, logging, math, sys
+    import json, logging, math, os, sys
     from dataclasses import dataclass, field
     from typing import Any, Optional
 
@@ -303,39 +311,96 @@ PRIME_RUNS_SCRIPT = """
         data: TaskData
 
     @dataclass
+    class Node:
+        message: Message
+        parent: Optional[int] = None
+
+    @dataclass
+    class Call:
+        node: int
+        usage: Usage
+
+    @dataclass
     class Branch:
         messages: list
-        num_input_tokens: int = 10
-        num_output_tokens: int = 4
+        num_input_tokens: int
+        num_output_tokens: int
 
     @dataclass
     class Reward:
         score: float
         weight: float = 1.0
 
+    def finite(value):
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+
     @dataclass
     class Trace:
         id: str
         task: Task
-        branches: list
-        reward: float
+        nodes: list
+        calls: list
         rewards: dict
         metrics: dict
-        last_error: Optional[Error] = None
+        errors: list = field(default_factory=list)
         agent: Agent = field(default_factory=Agent)
         tools: Optional[list] = None
         timing: Timing = field(default_factory=lambda: Timing(start=1.0, total=0.25))
         is_completed: bool = True
         is_truncated: bool = False
         stop_condition: Optional[str] = "agent_completed"
-        usage: Optional[Usage] = field(
-            default_factory=lambda: Usage(prompt_tokens=10, completion_tokens=4)
-        )
         info: dict = field(default_factory=dict)
 
+        @property
+        def branches(self):
+            leaf = len(self.nodes) - 1
+            path = []
+            while leaf is not None:
+                path.insert(0, leaf)
+                leaf = self.nodes[leaf].parent
+            calls = [c for c in self.calls if c.node in path]
+            fed = sum(c.usage.prompt_tokens for c in calls[:1])
+            out = sum(c.usage.completion_tokens for c in calls)
+            return [Branch([self.nodes[i].message for i in path], fed, out)]
+
+        @property
+        def reward(self):
+            return sum(r.score * r.weight for r in self.rewards.values())
+
+        @property
+        def last_error(self):
+            return self.errors[-1] if self.errors else None
+
+        @property
+        def usage(self):
+            return Usage(
+                prompt_tokens=sum(c.usage.prompt_tokens for c in self.calls),
+                completion_tokens=sum(c.usage.completion_tokens for c in self.calls),
+            )
+
         def to_record(self) -> dict:
-            return {"id": self.id, "task": {"data": self.task.data.model_dump()},
-                    "reward": self.reward, "rewards": {n: r.score for n, r in self.rewards.items()}}
+            return {
+                "id": self.id,
+                "task": {"type": "Task", "data": self.task.data.model_dump()},
+                "agent": {"config": {}, "name": self.agent.name, "trainable": True},
+                "tools": [],
+                "nodes": [
+                    {"message": n.message.model_dump(), "sampled": n.parent is not None}
+                    | ({} if n.parent is None else {"parent": n.parent})
+                    for n in self.nodes
+                ],
+                "calls": [{"node": c.node, "usage": c.usage.model_dump()} for c in self.calls],
+                "rewards": {
+                    n: {"score": r.score, "weight": r.weight} for n, r in self.rewards.items()
+                },
+                "metrics": {k: finite(v) for k, v in self.metrics.items()},
+                "info": self.info,
+                "is_completed": self.is_completed,
+                "ok": not self.errors,
+                "stop_condition": self.stop_condition,
+                "errors": [e.model_dump() for e in self.errors],
+                "timing": self.timing.model_dump(),
+            }
 
     @dataclass
     class Episode:
@@ -349,19 +414,26 @@ PRIME_RUNS_SCRIPT = """
 
     def episode(spec: dict) -> Episode:
         idx, score = spec["idx"], spec["score"]
-        messages = [Message(role="user", content="sort b a"),
-                    Message(role="assistant", content=spec["answer"])]
-        error = Error(type="ModelError", message="boom") if spec.get("error") else None
+        nodes = [Node(Message(role="user", content="sort b a")),
+                 Node(Message(role="assistant", content=spec["answer"]), parent=0)]
+        errors = [Error(type="ModelError", message="boom")] if spec.get("error") else []
         trace = Trace(
             id=spec["id"] + "-t0",
             task=Task(TaskData(idx=idx, letters=["b", "a"])),
-            branches=[Branch(messages=messages)],
-            reward=score,
+            nodes=nodes,
+            calls=[Call(node=1, usage=Usage(prompt_tokens=10, completion_tokens=4))],
             rewards={"alphabet_sort": Reward(score)},
             metrics={"num_turns": 1.0, "odd": float("nan")},
-            last_error=error,
+            errors=errors,
         )
-        return Episode(id=spec["id"], traces=[trace], ok=error is None)
+        return Episode(id=spec["id"], traces=[trace], ok=not errors)
+
+    class BareTrace:
+        def __init__(self, record):
+            self.record = record
+
+        def to_record(self):
+            return self.record
 
     episodes = [episode(s) for s in args["episodes"]]
     kwargs = dict(args["init"])
@@ -369,6 +441,8 @@ PRIME_RUNS_SCRIPT = """
     half = len(episodes) // 2
     run.log_episodes(episodes[:half])
     run.log_episodes(episodes[half:])
+    if args.get("bare_traces"):
+        run.log_traces([BareTrace(r) for r in args["bare_traces"]])
     summary = prime_runs.metrics.from_episodes(episodes)
     run.finish(summary=summary)
     print(json.dumps({
@@ -413,7 +487,21 @@ def _check_runs_samples(client: httpx.Client, eid: str, specs: list[dict[str, An
         assert (sample["error"] is not None) == spec["error"]
 
 
-def test_prime_runs_init_log_finish_falls_back_to_samples(server: Platform, tmp_path: Path) -> None:
+def _without_run_stamps(sample: dict[str, Any]) -> dict[str, Any]:
+    """The sample less the run the traces sink stamps on the episode it uploads."""
+    wrapper = dict(sample["info"]["native_wrapper"])
+    wrapper.pop("run", None)
+    wrapper["traces"] = [{k: v for k, v in t.items() if k != "run"} for t in wrapper["traces"]]
+    return {**sample, "info": {**sample["info"], "native_wrapper": wrapper}}
+
+
+OPT_OUT = {"PRIME_TRACES_OPT_OUT": "true"}
+
+
+@pytest.mark.parametrize("traces", [True, False], ids=["traces-service", "opted-out"])
+def test_prime_runs_init_log_finish_lands_samples(
+    server: Platform, tmp_path: Path, traces: bool
+) -> None:
     specs = _episodes("created")
     config = {**METADATA, "sampling": {"temperature": 0.7}}
     out = _run_client(
@@ -431,10 +519,11 @@ def test_prime_runs_init_log_finish_falls_back_to_samples(server: Platform, tmp_
                 "config": config,
             },
         },
+        extra_env=None if traces else OPT_OUT,
     )
-    # Nothing lost. HOME is empty and PRIME_* is scrubbed, so Prime Traces is not opted out:
-    # samples can only arrive through the fallback, which only a 403 `service_not_enabled`
-    # from /traces opens (any other answer retires the sink and loses the records).
+    # Nothing lost. HOME is empty and PRIME_* is scrubbed: with the traces service answering,
+    # prime-runs sends the episodes there only (no /samples fallback) and the server builds
+    # the samples; opted out, prime-runs posts its own samples.
     assert out["failed"] == {} and out["dropped"] == 0 and out["errors"] == []
     assert out["attached"] is False and out["status"] == "completed"
     eid = out["id"]
@@ -456,12 +545,73 @@ def test_prime_runs_init_log_finish_falls_back_to_samples(server: Platform, tmp_
         assert record["metrics"] == {
             **summary,
             "avg_metrics": avg_metrics,
-            "prime_runs": {"traces_episodes_written": 0},
+            "prime_runs": {"traces_episodes_written": 6 if traces else 0},
         }
         assert record["metrics"]["avg_error"] == pytest.approx(1 / 6)
         _assert_metadata_verbatim(response, config)
         _check_runs_samples(client, eid, specs)
         assert client.get("/evaluations/").json()["total"] == 1
+        stored = client.get("/traces", params={"run_id": eid}).json()["items"]
+        assert len(stored) == (6 if traces else 0)
+    assert _stored_rows(server, eid) == (6, 6)
+
+
+def test_the_server_builds_the_samples_prime_runs_would_have_posted(
+    server: Platform, tmp_path: Path
+) -> None:
+    """The same episodes through the traces service and through prime-runs' own projection."""
+    samples = {}
+    for mode, env in (("traces", None), ("posted", OPT_OUT)):
+        out = _run_client(
+            server,
+            tmp_path / mode,
+            PRIME_RUNS_SCRIPT,
+            {"episodes": _episodes("same"), "init": {"name": mode, "environments": ["e"]}},
+            extra_env=env,
+        )
+        assert out["failed"] == {} and out["errors"] == []
+        with server.client() as client:
+            page = client.get(f"/evaluations/{out['id']}/samples", params={"limit": 100}).json()
+        samples[mode] = [_without_run_stamps(s) for s in page["samples"]]
+    assert samples["traces"] == samples["posted"]
+
+
+def test_prime_runs_log_traces_records_land_and_are_readable(
+    server: Platform, tmp_path: Path
+) -> None:
+    bare = [
+        {"id": f"bare-{i}", "task": {"data": {"idx": i}}, "rewards": {}, "info": {"i": i}}
+        for i in range(3)
+    ]
+    args = {
+        "episodes": _episodes("mixed"),
+        "bare_traces": bare,
+        "init": {"name": "mixed", "environments": ["e"]},
+    }
+    out = _run_client(server, tmp_path / "first", PRIME_RUNS_SCRIPT, args)
+    assert out["failed"] == {} and out["dropped"] == 0 and out["errors"] == []
+    eid = out["id"]
+    with server.client() as client:
+        record = _wait_completed(client, eid).json()
+        assert record["status"] == "COMPLETED" and record["total_samples"] == 6
+        listed = client.get("/traces", params={"run_id": eid, "limit": 100}).json()["items"]
+        assert {t["trace_id"] for t in listed} == {f"mixed-ep-{i}-t0" for i in range(6)} | {
+            "bare-0",
+            "bare-1",
+            "bare-2",
+        }
+        raw = client.get("/traces/bare-1", params={"raw": "true"}).json()
+        # Stored as sent: with the run prime-runs stamps on every record.
+        assert raw == {**bare[1], "run": {"id": eid, "type": "eval"}}
+    # A resumed run attaching to it re-logs the same records: stored once, nothing doubled.
+    again = _run_client(
+        server, tmp_path / "again", PRIME_RUNS_SCRIPT, {**args, "init": {"id": eid}}
+    )
+    assert again["failed"] == {} and again["errors"] == []
+    with server.client() as client:
+        assert client.get(f"/evaluations/{eid}").json()["total_samples"] == 6
+        listed = client.get("/traces", params={"run_id": eid, "limit": 100}).json()["items"]
+        assert len(listed) == 9
     assert _stored_rows(server, eid) == (6, 6)
 
 

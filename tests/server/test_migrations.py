@@ -17,6 +17,8 @@ TABLES = {
     "evaluations",
     "samples",
     "hosted_evaluations",
+    "trace_uploads",
+    "trace_records",
 }
 
 

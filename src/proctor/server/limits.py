@@ -15,6 +15,7 @@ from proctor.server.errors import PayloadTooLarge, error_body
 from proctor.server.settings import Settings
 
 _UPLOAD_PATH = "/environmentshub/uploads/"
+_TRACES_PATH = "/api/v1/traces"
 
 
 def too_large(max_bytes: int) -> PayloadTooLarge:
@@ -39,6 +40,9 @@ class BodySizeLimit:
         if _UPLOAD_PATH in scope.get("path", ""):
             # Package uploads have their own cap (the endpoint enforces it as they stream).
             max_bytes = max(max_bytes, self.settings.hub_max_artifact_bytes)
+        elif scope.get("path") == _TRACES_PATH:
+            # Trace uploads have their own cap, on the uncompressed JSONL (the endpoint's).
+            max_bytes = max(max_bytes, self.settings.traces_max_upload_bytes + 1024 * 1024)
         declared = _content_length(scope)
         if declared is not None and declared > max_bytes:
             await _answer_413(send, max_bytes)

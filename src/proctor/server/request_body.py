@@ -40,6 +40,10 @@ def _parse_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+STRICT_DECODER = _DECODER
+"""The decoder of every body: the stdlib's, refusing NaN, Infinity and overflowing floats
+(it raises `NonFiniteNumber`, a `ValueError`)."""
+NonFiniteNumber = _NonFinite
 
 
 @dataclass

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     max_request_bytes: int = MAX_REQUEST_BYTES
     """Largest request body accepted; larger ones answer 413."""
 
+    traces_max_upload_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
+    """Largest uncompressed JSONL one `POST /traces` may carry; larger ones answer 400."""
+
+    traces_max_line_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    """Largest record (one JSONL line) `POST /traces` accepts; larger ones answer 400."""
+
     hub_owner: str = "proctor"
     """Owner on the environments hub of the environments installed with the server."""
 

@@ -248,3 +248,55 @@ class HostedEvaluation(Base):
     ended_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class TraceUpload(Base):
+    """One committed `POST /traces` request, unique per user and content digest.
+
+    A replay of the same bytes finds this row and answers its receipt again.
+    """
+
+    __tablename__ = "trace_uploads"
+    __table_args__ = (UniqueConstraint("user_id", "digest", name="uq_trace_uploads_user_digest"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    """SHA-256 (64 lowercase hex) of the uncompressed JSONL: the receipt's `upload_id`."""
+    line_format: Mapped[str] = mapped_column(String(16))
+    """`trace` or `episode` (the `X-Prime-Line-Format` header)."""
+    context: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """The `metadata` part's `context` (upload provenance, e.g. `source`, `model`)."""
+    lines: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TraceRecord(Base):
+    """One record of an upload: an episode line, a bare trace line or an episode's member
+    trace, stored against the evaluation its `run.id` names.
+
+    `data` is the line exactly as sent; a member trace's JSON lives inside its episode's
+    `data` (null here), so an episode is stored once.
+    """
+
+    __tablename__ = "trace_records"
+    __table_args__ = (
+        UniqueConstraint(
+            "evaluation_id", "kind", "record_id", name="uq_trace_records_evaluation_kind_record"
+        ),
+        Index("ix_trace_records_record", "record_id"),
+        Index("ix_trace_records_evaluation_episode", "evaluation_id", "episode_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    evaluation_id: Mapped[str] = mapped_column(ForeignKey("evaluations.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    """`episode` or `trace`."""
+    record_id: Mapped[str] = mapped_column(String(200))
+    episode_id: Mapped[str | None] = mapped_column(String(200))
+    upload_digest: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """The columns a listing shows (reward, error, agent, model, tokens, ...), read at ingest."""
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -529,3 +529,22 @@ def usage_totals(session: Session, evaluation_id: str) -> dict[str, float]:
         number = float(value) if value is not None else 0.0
         totals[name] = number if math.isfinite(number) else 0.0
     return totals
+
+
+def example_counts(
+    session: Session, evaluation_id: str, example_ids: Sequence[int]
+) -> dict[int, int]:
+    """How many samples the evaluation holds per example id (for numbering rollouts)."""
+    counts: dict[int, int] = {}
+    ids = sorted(set(example_ids))
+    for start in range(0, len(ids), 500):
+        rows = session.execute(
+            select(Sample.example_id, func.count())
+            .where(
+                Sample.evaluation_id == evaluation_id,
+                Sample.example_id.in_(ids[start : start + 500]),
+            )
+            .group_by(Sample.example_id)
+        )
+        counts.update({int(example): int(count) for example, count in rows if example is not None})
+    return counts

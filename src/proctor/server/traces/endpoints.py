@@ -1,25 +1,188 @@
-"""`POST /traces`: not implemented; clients fall back to `/evaluations/{id}/samples`.
+"""HTTP routes of the traces service (thin: read the parts, call the service, answer).
 
-It answers 403 `service_not_enabled` (after checking the key), also to keys scoped to one
-evaluation: a 404 or `scope_denied` would make clients drop the records instead.
+`POST /traces` takes the public traces protocol's multipart upload
+(`reference/public-clients.md` §7); the reads follow the public client's shapes (pages
+`{items, next_cursor}`, `?raw=true` for a record's document).
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from proctor.server.auth.dependencies import CurrentPrincipal
-from proctor.server.errors import error_body
+from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep
+from proctor.server.errors import BadRequest
+from proctor.server.openapi import errors
+from proctor.server.teams import check_team
+from proctor.server.traces import service
+from proctor.server.traces.schemas import (
+    EpisodeListPage,
+    EpisodeSummary,
+    TraceListPage,
+    TraceSummary,
+    UploadReceipt,
+    upload_request_schema,
+)
+from proctor.server.traces.upload import Parts, read_upload
 
 router = APIRouter(tags=["traces"])
 
+PAGE_LIMIT_MAX = 100
+"""Page sizes above this are clamped, not refused."""
 
-@router.post("/traces", status_code=403)
-def upload_traces(_principal: CurrentPrincipal) -> JSONResponse:
-    """Refuse trace uploads; send the same records to `/evaluations/{id}/samples`."""
-    message = (
-        "The traces service is not enabled on this platform; "
-        "send the records to /evaluations/{id}/samples instead."
+
+async def _read(value: str | UploadFile) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else await value.read()
+
+
+async def upload_parts(request: Request) -> AsyncIterator[Parts]:
+    """The upload's parts and headers (the multipart parser is python-multipart's)."""
+    try:
+        form = await request.form(max_files=8, max_fields=8)
+    except HTTPException as e:  # Starlette's answer to a malformed multipart body
+        raise BadRequest(
+            f"The body is not valid multipart/form-data ({e.detail}); send the metadata and "
+            "traces parts.",
+            code="malformed_encoding",
+        ) from None
+    try:
+        traces = form.getlist("traces")
+        encoding = next(
+            (t.headers.get("content-encoding") for t in traces if isinstance(t, UploadFile)),
+            None,
+        )
+        yield Parts(
+            metadata=[
+                v if isinstance(v, str) else await v.read() for v in form.getlist("metadata")
+            ],
+            traces=[await _read(t) for t in traces],
+            traces_encoding=encoding,
+            idempotency_key=request.headers.get("idempotency-key"),
+            line_format=request.headers.get("x-prime-line-format"),
+        )
+    finally:
+        await form.close()
+
+
+@router.post(
+    "/traces",
+    status_code=201,
+    response_model=UploadReceipt,
+    responses=errors(400, 404, 409),
+    openapi_extra=upload_request_schema(),
+)
+async def upload_traces(
+    request: Request,
+    principal: CurrentPrincipal,
+    parts: Annotated[Parts, Depends(upload_parts, scope="function")],
+    db: DatabaseDep,
+    settings: SettingsDep,
+) -> UploadReceipt:
+    """Store a batch of trace or episode records against their evaluations (`run.id`);
+    a replay of the same bytes answers the same receipt and stores nothing again."""
+    team_id = request.headers.get("x-prime-team-id")
+
+    def commit() -> str:
+        upload = read_upload(
+            parts,
+            max_bytes=settings.traces_max_upload_bytes,
+            max_line_bytes=settings.traces_max_line_bytes,
+        )
+        with db.write() as session:
+            check_team(session, principal, team_id)
+            return service.commit_upload(session, principal, upload)
+
+    return UploadReceipt(upload_id=await run_in_threadpool(commit))
+
+
+def _cursor(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise BadRequest(
+            "The cursor is not one this server gave out; pass a page's next_cursor as it is.",
+            code="invalid_cursor",
+        )
+    return int(value)
+
+
+def _json(text: str) -> Response:
+    return Response(content=text.encode("utf-8"), media_type="application/json")
+
+
+RunId = Annotated[str | None, Query(max_length=64, description="An evaluation id.")]
+EpisodeId = Annotated[str | None, Query(max_length=200)]
+Limit = Annotated[int, Query(ge=1, le=2**31 - 1)]
+Cursor = Annotated[str | None, Query(max_length=40)]
+Raw = Annotated[bool, Query(description="Answer the record's document as it was sent.")]
+
+
+@router.get("/traces", response_model=TraceListPage, responses=errors(400, 404))
+def list_traces(
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    run_id: RunId = None,
+    episode_id: EpisodeId = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TraceListPage:
+    """Traces this key may read, newest first (`limit` over 100 reads as 100)."""
+    items, next_cursor = service.list_records(
+        session,
+        principal,
+        kind="trace",
+        run_id=run_id,
+        episode_id=episode_id,
+        cursor=_cursor(cursor),
+        limit=min(limit, PAGE_LIMIT_MAX),
     )
-    return JSONResponse(error_body("service_not_enabled", message), status_code=403)
+    return TraceListPage.model_validate({"items": items, "next_cursor": next_cursor})
+
+
+@router.get("/traces/{trace_id}", response_model=TraceSummary | dict[str, Any])
+def get_trace(
+    trace_id: str, principal: CurrentPrincipal, session: ReadSession, raw: Raw = False
+) -> Any:
+    """One trace's summary, or with `raw=true` its document."""
+    row = service.get_record(session, principal, "trace", trace_id)
+    if raw:
+        return _json(service.raw_document(session, row))
+    return TraceSummary.model_validate(service.summary(row))
+
+
+@router.get("/episodes", response_model=EpisodeListPage, responses=errors(400, 404))
+def list_episodes(
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    run_id: RunId = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> EpisodeListPage:
+    """Episodes this key may read, newest first (`limit` over 100 reads as 100)."""
+    items, next_cursor = service.list_records(
+        session,
+        principal,
+        kind="episode",
+        run_id=run_id,
+        episode_id=None,
+        cursor=_cursor(cursor),
+        limit=min(limit, PAGE_LIMIT_MAX),
+    )
+    return EpisodeListPage.model_validate({"items": items, "next_cursor": next_cursor})
+
+
+@router.get("/episodes/{episode_id}", response_model=EpisodeSummary | dict[str, Any])
+def get_episode(
+    episode_id: str, principal: CurrentPrincipal, session: ReadSession, raw: Raw = False
+) -> Any:
+    """One episode's summary, or with `raw=true` its line as sent."""
+    row = service.get_record(session, principal, "episode", episode_id)
+    if raw:
+        return _json(service.raw_document(session, row))
+    return EpisodeSummary.model_validate(service.summary(row))
