@@ -119,7 +119,7 @@ def _json(text: str) -> Response:
 RunId = Annotated[str | None, Query(max_length=64, description="An evaluation id.")]
 EpisodeId = Annotated[str | None, Query(max_length=200)]
 Limit = Annotated[int, Query(ge=1, le=2**31 - 1)]
-Cursor = Annotated[str | None, Query(max_length=40)]
+Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$", description="A next_cursor.")]
 Raw = Annotated[bool, Query(description="Answer the record's document as it was sent.")]
 
 
