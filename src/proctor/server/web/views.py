@@ -26,6 +26,7 @@ from proctor.server.evaluations import render, service
 from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.repository import SampleOrder
 from proctor.server.hosted import service as hosted
+from proctor.server.traces import service as traces
 from proctor.server.web import markdown, stats, transcript
 
 logger = logging.getLogger(__name__)
@@ -366,10 +367,19 @@ def sample_page(
 ) -> dict[str, Any]:
     """One sample: transcript, rewards, metrics, timing, token usage and error."""
     evaluation, sample = service.get_sample(session, principal, evaluation_id, sample_id)
+    raw = _sample_data(sample)
+    episode_id = raw.get("episode_id")
     return {
         "evaluation": evaluation_row(evaluation, public_url),
         "sample": _sample_detail(sample),
-        "raw": _sample_data(sample),
+        "raw": raw,
+        # The records the traces service stored for this sample's episode, if any.
+        "traces": [
+            {"summary": summary, "document": json.loads(document)}
+            for summary, document in traces.sample_traces(
+                session, evaluation.id, episode_id if isinstance(episode_id, str) else sample_id
+            )
+        ],
     }
 
 
