@@ -242,7 +242,7 @@ def test_episodes_land_as_records_and_samples_and_a_replay_stores_nothing(
             if cursor is None:
                 break
         assert sorted(seen) == sorted(t["trace_id"] for t in items)
-        _error(client.get("/traces", params={"cursor": "x"}), 400, "invalid_cursor")
+        _error(client.get("/traces", params={"cursor": "x"}), 422, "invalid_input")
 
         # Re-batched records already stored (other bytes, same ids) add nothing either.
         rebatched = upload(client, jsonl(records[1:3]))
