@@ -6,18 +6,23 @@ node is only reachable on loopback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from proctor.hosted.sandbox import SandboxHandle, SandboxSpec, SandboxState
+from tests.conftest import Platform
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.ray
@@ -73,19 +78,52 @@ def _wait_exit(backend, handle: SandboxHandle, timeout: float = 120) -> SandboxS
     raise AssertionError("Ray job did not finish")
 
 
+class CommandLineWatch:
+    """Reads every process's command line (/proc/*/cmdline) over and over, for `secret`."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+        self.leaks: list[str] = []
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CommandLineWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    text = cmdline.read_bytes()
+                except OSError:
+                    continue
+                if self.secret in text:
+                    self.leaks.append(text.replace(b"\0", b" ")[:300].decode(errors="replace"))
+            self.scans += 1
+
+
 def test_job_gets_env_and_reports_output_and_exit_code(backend) -> None:  # type: ignore[no-untyped-def]
     spec = SandboxSpec(
         evaluation_id="ev-ray",
-        command='echo "id=$EVALUATION_ID key=$MODEL_KEY"; exit 4',
-        env={"MODEL_KEY": "ray-s3cret"},
+        command='echo "id=$EVALUATION_ID key=$MODEL_KEY"; sleep 1; exit 4',
+        env={"MODEL_KEY": "ray-s3cret-5f1e"},
     )
-    handle = backend.start(spec)
+    # From submission to the end: Ray's worker set-up, its supervisor, the guard, the command.
+    with CommandLineWatch("ray-s3cret-5f1e") as watch:
+        handle = backend.start(spec)
+        state = _wait_exit(backend, handle)
+    assert watch.scans > 3 and watch.leaks == []
     assert "ray-s3cret" not in handle.ref
-    state = _wait_exit(backend, handle)
     assert state.exit_code == 4
-    assert "id=ev-ray key=ray-s3cret" in backend.logs(handle)
+    assert "id=ev-ray key=ray-s3cret-5f1e" in backend.logs(handle)
     info = backend._client.get_job_info(handle.ref)
-    assert "ray-s3cret" not in info.entrypoint and "ray-s3cret" not in str(info.metadata)
+    assert "ray-s3cret" not in info.entrypoint and "ray-s3cret" not in str(info.runtime_env)
 
 
 def test_successful_job_exits_zero(backend) -> None:  # type: ignore[no-untyped-def]
@@ -95,32 +133,83 @@ def test_successful_job_exits_zero(backend) -> None:  # type: ignore[no-untyped-
     assert "fine" in backend.logs(handle)
 
 
-def test_stop_ends_a_running_job(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    marker = tmp_path / "pid"  # pytest's tmp_path is cleaned up; a mkdtemp() folder was not
+def _read_pid(path: Path, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} was never written"
+        time.sleep(0.1)
+    return int(path.read_text().split()[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _gone(pid: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
+# A shell whose child starts `sleep 300` and exits at once: the sleep is an orphan,
+# reparented away from the job's process tree before anything stops it.
+def _orphan(pid_file: Path) -> str:
+    return f"sh -c 'sleep 300 & echo $! > {pid_file}'"
+
+
+def test_stop_ends_a_running_job_and_its_orphans(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    marker, orphan = tmp_path / "pid", tmp_path / "orphan"
     handle = backend.start(
-        SandboxSpec(evaluation_id="ev-stop", command=f"echo $$ > {marker}; sleep 300")
+        SandboxSpec(
+            evaluation_id="ev-stop", command=f"echo $$ > {marker}; {_orphan(orphan)}; sleep 300"
+        )
     )
-    deadline = time.monotonic() + 120
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.25)
+    pid, orphan_pid = _read_pid(marker), _read_pid(orphan)
     assert backend.poll(handle).running and backend.adoptable(handle)
-    pid = int(marker.read_text().split()[0])
+    assert psutil.Process(orphan_pid).ppid() != pid  # out of the tree Ray's stop walks
     backend.stop(handle, grace_seconds=2)
     state = backend.poll(handle)
     assert not state.running
     assert not backend.adoptable(handle)
-    deadline = time.monotonic() + 30
-    while _exists(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _exists(pid)
+    assert _gone(pid) and _gone(orphan_pid)
 
 
-def _exists(pid: int) -> bool:
+def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    guard, child, orphan = tmp_path / "guard", tmp_path / "child", tmp_path / "orphan"
+    # $PPID of the command's shell is the process Ray started for the job (the entrypoint).
+    script = f"import os, time; open({str(child)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    command = f'echo $PPID > {guard}; {_orphan(orphan)}; {sys.executable} -c "{script}" & wait'
+    handle = backend.start(SandboxSpec(evaluation_id="ev-kill", command=command))
+    entrypoint, child_pid, orphan_pid = _read_pid(guard), _read_pid(child), _read_pid(orphan)
+    os.kill(entrypoint, signal.SIGKILL)
+    state = _wait_exit(backend, handle)
+    assert (state.exit_code, state.detail) == (137, "killed by SIGKILL")
+    assert _gone(child_pid, timeout=10) and _gone(orphan_pid, timeout=10)
+
+
+@contextlib.contextmanager
+def ray_launcher(ray_address: str, tmp_path: Path) -> Iterator[tuple[Platform, ManagedProcess]]:
+    """A platform server and `proctor launcher --sandbox ray` on the Ray head node."""
+    from tests.conftest import start_platform
+
+    data_dir = tmp_path / "platform"
+    data_dir.mkdir()
+    env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
+    plat = start_platform(data_dir, extra_env=env)
+    args = [*PROCTOR, "launcher", "--data-dir", str(data_dir), "--sandbox", "ray"]
+    args += ["--ray-address", ray_address, "--api-url", plat.url]
+    launcher = ManagedProcess(
+        args, tmp_path / "launcher.log", env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"}
+    ).start()
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        yield plat, launcher
+    finally:
+        launcher.stop()
+        plat.process.stop()
 
 
 @pytest.mark.e2e
@@ -128,30 +217,9 @@ def test_ray_launcher_runs_a_hosted_eval_end_to_end(
     ray_address: str, demo_model: str, tmp_path: Path
 ) -> None:
     """`proctor launcher --sandbox ray` runs the real CLI as a Ray job for a real server."""
-    from tests.conftest import start_platform
     from tests.e2e.hosted_helpers import create_hosted, wait_closed
 
-    data_dir = tmp_path / "platform"
-    data_dir.mkdir()
-    env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
-    plat = start_platform(data_dir, extra_env=env)
-    launcher = ManagedProcess(
-        [
-            *PROCTOR,
-            "launcher",
-            "--data-dir",
-            str(data_dir),
-            "--sandbox",
-            "ray",
-            "--ray-address",
-            ray_address,
-            "--api-url",
-            plat.url,
-        ],
-        tmp_path / "launcher.log",
-        env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"},
-    ).start()
-    try:
+    with ray_launcher(ray_address, tmp_path) as (plat, launcher):
         client = plat.client()
         secret = "ray-e2e-secret-91d2"
         evaluation_id = create_hosted(
@@ -162,15 +230,14 @@ def test_ray_launcher_runs_a_hosted_eval_end_to_end(
             api_key_var="DEMO_KEY",
             custom_secrets={"DEMO_KEY": secret},
         )
-        record = wait_closed(client, plat, evaluation_id, timeout=180)
+        with CommandLineWatch(secret) as watch:
+            record = wait_closed(client, plat, evaluation_id, timeout=180)
+        assert watch.leaks == []  # on no command line: the job's, Ray's, the eval's
         assert record["status"] == "COMPLETED", (record, launcher.output()[-2000:])
         assert record["total_samples"] == 6
         logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
         assert "finalized" in logs and secret not in logs
         assert secret not in launcher.output() and secret not in plat.process.output()
-    finally:
-        launcher.stop()
-        plat.process.stop()
 
 
 @pytest.mark.e2e
@@ -178,30 +245,9 @@ def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
     ray_address: str, demo_model: str, tmp_path: Path
 ) -> None:
     """A pushed package is installed in the Ray job's venv, then the same eval runs there."""
-    from tests.conftest import start_platform
     from tests.e2e.hosted_helpers import create_hosted, wait_closed
 
-    data_dir = tmp_path / "platform"
-    data_dir.mkdir()
-    env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
-    plat = start_platform(data_dir, extra_env=env)
-    launcher = ManagedProcess(
-        [
-            *PROCTOR,
-            "launcher",
-            "--data-dir",
-            str(data_dir),
-            "--sandbox",
-            "ray",
-            "--ray-address",
-            ray_address,
-            "--api-url",
-            plat.url,
-        ],
-        tmp_path / "launcher.log",
-        env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"},
-    ).start()
-    try:
+    with ray_launcher(ray_address, tmp_path) as (plat, launcher):
         project = tmp_path / "tiny-echo"
         shutil.copytree(Path(__file__).parents[1] / "e2e" / "hub_env", project)
         cli_env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
@@ -227,6 +273,54 @@ def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
         assert record["total_samples"] == 3
         logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
         assert "installed admin/tiny-echo@0.1.0" in logs and "finalized" in logs
-    finally:
-        launcher.stop()
-        plat.process.stop()
+
+
+def _evals_of(evaluation_id: str) -> list[psutil.Process]:
+    """The live `proctor eval` processes working for the evaluation."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        live = proc.info["status"] != psutil.STATUS_ZOMBIE
+        if live and "eval" in cmdline and evaluation_id in cmdline:
+            found.append(proc)
+    return found
+
+
+@pytest.mark.e2e
+def test_ray_launcher_fails_a_sandbox_whose_entrypoint_was_killed_and_leaves_no_eval(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """The job's entrypoint SIGKILLed mid-run: FAILED with why, no eval left calling the model."""
+    from tests.e2e.durability import FaultProxy, demo_model
+    from tests.e2e.hosted_helpers import create_hosted, wait_closed
+
+    with (
+        demo_model(tmp_path, latency_ms=200) as model,
+        FaultProxy(model.removesuffix("/v1")) as calls,  # counts the model's requests
+        ray_launcher(ray_address, tmp_path) as (plat, launcher),
+    ):
+        client = plat.client()
+        evaluation_id = create_hosted(
+            client, num_examples=300, rollouts_per_example=1, api_base_url=f"{calls.url}/v1"
+        )
+        deadline = time.monotonic() + 180
+        while calls.forwarded < 3 or not _evals_of(evaluation_id):
+            assert time.monotonic() < deadline, launcher.output()[-2000:]
+            time.sleep(0.2)
+        evals = _evals_of(evaluation_id)
+        entrypoint = next(
+            p for p in evals[0].parents() if "proctor.hosted.guard" in " ".join(p.cmdline())
+        )
+        entrypoint.kill()
+        record = wait_closed(client, plat, evaluation_id, timeout=120)
+        assert record["status"] == "FAILED", record
+        assert "exited with code 137 (killed by SIGKILL)" in record["error_message"]
+        assert all(_gone(p.pid, timeout=10) for p in evals) and _evals_of(evaluation_id) == []
+        # Answers to requests sent before the kill may still come back; then, silence. An
+        # orphaned eval (300 tasks, 200 ms each) would never let the model go quiet.
+        deadline, quiet_since, seen = time.monotonic() + 60, time.monotonic(), calls.forwarded
+        while time.monotonic() - quiet_since < 3.0:
+            assert time.monotonic() < deadline, "something still calls the model"
+            if calls.forwarded != seen:
+                quiet_since, seen = time.monotonic(), calls.forwarded
+            time.sleep(0.1)

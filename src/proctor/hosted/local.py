@@ -30,6 +30,7 @@ from proctor.hosted.sandbox import (
     SandboxSpec,
     SandboxState,
     read_tail,
+    signal_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,9 @@ class LocalSandbox:
         child = self._children.get(pid)
         if child is not None and child.poll() is not None:
             self._children.pop(pid, None)
-            return SandboxState(running=False, exit_code=_exit_code(child.returncode))
+            code = child.returncode
+            detail = f"killed by {signal_name(-code)}" if code < 0 else None
+            return SandboxState(running=False, exit_code=_exit_code(code), detail=detail)
         if self._alive(handle):
             return SandboxState(running=True)
         if handle.log_path:

@@ -1,14 +1,23 @@
 """The `ray` sandbox backend: each sandbox is a Ray job submitted through the job API.
 
-The entrypoint is the same shell command the local backend runs; environment variables
-(secrets included) travel in `runtime_env.env_vars`, never in the entrypoint. Logs, status
-and the driver's exit code come from the job API, and stopping goes through it too.
+The entrypoint runs the same shell command the local backend runs, under
+`proctor.hosted.guard`, so that stopping the job or killing its entrypoint ends the whole
+process tree (Ray alone leaves orphans running: see the guard's docstring). The sandbox's
+environment (secrets included) travels in the job's metadata, which Ray hands the
+entrypoint only through its environment; the guard moves it into the command's. Not in
+`runtime_env.env_vars`: Ray puts those on the command line of `setup_worker.py` on the node,
+where any local user reads them in `ps`. Either way the job API shows them to whoever holds
+it, as it lets them run any code on the cluster. Logs, status and the driver's exit code
+come from the job API, and stopping goes through it too.
 Needs the optional extra: `pip install 'proctor[ray]'`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -17,7 +26,15 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from proctor.errors import ConfigError, SandboxError
-from proctor.hosted.sandbox import BackendName, SandboxHandle, SandboxSpec, SandboxState, tail_text
+from proctor.hosted.guard import ENV_METADATA_KEY
+from proctor.hosted.sandbox import (
+    BackendName,
+    SandboxHandle,
+    SandboxSpec,
+    SandboxState,
+    signal_name,
+    tail_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,15 +105,20 @@ class RaySandbox:
             ) from e
 
     def start(self, spec: SandboxSpec) -> SandboxHandle:
-        """Submit the command as a job; its env vars go only through `runtime_env`."""
+        """Submit the command as a guarded job; its env vars go only through the metadata."""
         submission_id = f"proctor-{spec.evaluation_id}-{uuid.uuid4().hex[:8]}"
         env = {**spec.env, "EVALUATION_ID": spec.evaluation_id}
+        # exec: the guard is the process Ray started, the one its stop and a kill reach.
+        guard = f"{shlex.quote(sys.executable)} -m proctor.hosted.guard"
         try:
             self._client.submit_job(
-                entrypoint=spec.command,
+                entrypoint=f"exec {guard} {shlex.quote(spec.command)}",
                 submission_id=submission_id,
-                runtime_env={"env_vars": env},
-                metadata={"evaluation_id": spec.evaluation_id, "launcher": "proctor"},
+                metadata={
+                    "evaluation_id": spec.evaluation_id,
+                    "launcher": "proctor",
+                    ENV_METADATA_KEY: json.dumps(env),
+                },
             )
         except Exception as e:
             raise SandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e
@@ -122,7 +144,14 @@ class RaySandbox:
         code = info.driver_exit_code
         if code is None:
             code = 0 if status == "SUCCEEDED" else None
-        return SandboxState(running=False, exit_code=code, detail=info.message or None)
+        if code is not None and code < 0:
+            # Ray reports the entrypoint's death by signal N as -N; shells say 128 + N.
+            return SandboxState(
+                running=False, exit_code=128 - code, detail=f"killed by {signal_name(-code)}"
+            )
+        # Ray's message on a failure is the log's tail, which the launcher reads itself.
+        detail = (info.message or None) if code is None else None
+        return SandboxState(running=False, exit_code=code, detail=detail)
 
     def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
         """The job's driver log so far, cut to its tail."""

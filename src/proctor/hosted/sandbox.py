@@ -7,6 +7,7 @@ from scratch can pick up a sandbox again from its `SandboxHandle`, which is plai
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -127,3 +128,11 @@ def read_tail(path: Path, tail_bytes: int) -> str:
     if size <= tail_bytes:
         return data.decode("utf-8", errors="replace")
     return tail_text(data, tail_bytes)
+
+
+def signal_name(number: int) -> str:
+    """`SIGKILL` for 9: how a sandbox killed by a signal is described."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -489,8 +489,9 @@ def _verdict(
             "FAILED", f"the sandbox ended without an exit code ({state.detail or 'lost'})"
         )
     if code != 0:
+        how = f" ({state.detail})" if state.detail else ""
         return _Verdict(
-            "FAILED", f"the sandbox exited with code {code}; last output:\n{tail.strip()}"
+            "FAILED", f"the sandbox exited with code {code}{how}; last output:\n{tail.strip()}"
         )
     expected = watched.expected_samples
     got = evaluation.total_samples

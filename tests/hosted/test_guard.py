@@ -1,0 +1,84 @@
+"""The guard every Ray sandbox runs under, as a real process tree (no Ray needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from proctor.hosted.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
+
+GUARD = [sys.executable, "-m", "proctor.hosted.guard"]
+
+
+def _read_pid(path: Path, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} was never written"
+        time.sleep(0.05)
+    return int(path.read_text().split()[0])
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _tree(tmp_path: Path) -> str:
+    """A command whose grandchild lives on its own: an orphan `sleep` and a waiting child."""
+    orphan, child = tmp_path / "orphan", tmp_path / "child"
+    return (
+        f"sh -c 'sleep 300 & echo $! > {orphan}'; sh -c 'echo $$ > {child}; exec sleep 300' & wait"
+    )
+
+
+def test_a_killed_guard_takes_its_whole_tree_with_it(tmp_path: Path) -> None:
+    guard = subprocess.Popen([*GUARD, _tree(tmp_path)], start_new_session=True)
+    orphan, child = _read_pid(tmp_path / "orphan"), _read_pid(tmp_path / "child")
+    guard.kill()  # SIGKILL: nothing of the guard's own code runs
+    guard.wait()
+    assert _gone(orphan) and _gone(child)
+
+
+def test_a_stopped_guard_stops_its_tree_and_exits_as_a_shell_would(tmp_path: Path) -> None:
+    guard = subprocess.Popen([*GUARD, _tree(tmp_path)], start_new_session=True)
+    orphan, child = _read_pid(tmp_path / "orphan"), _read_pid(tmp_path / "child")
+    guard.send_signal(signal.SIGTERM)
+    assert guard.wait(timeout=20) == 128 + signal.SIGTERM
+    assert _gone(orphan) and _gone(child)
+
+
+def test_what_the_command_leaves_behind_ends_with_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "left"
+    done = subprocess.run(
+        [*GUARD, f"sleep 300 & echo $! > {pid_file}; exit 3"], timeout=30, check=False
+    )
+    assert done.returncode == 3
+    assert _gone(_read_pid(pid_file))
+
+
+def test_the_environment_comes_from_the_job_metadata_and_stays_off_command_lines() -> None:
+    metadata = {"launcher": "proctor", ENV_METADATA_KEY: json.dumps({"MODEL_KEY": "s3cret-9"})}
+    env = {**os.environ, RAY_JOB_CONFIG: json.dumps({"runtime_env": {}, "metadata": metadata})}
+    script = f'echo "key=$MODEL_KEY"; cat /proc/$$/cmdline; echo; echo "${RAY_JOB_CONFIG}"'
+    done = subprocess.run(
+        [*GUARD, script], env=env, capture_output=True, text=True, timeout=30, check=True
+    )
+    key, cmdline, config = done.stdout.splitlines()
+    assert key == "key=s3cret-9"
+    assert "s3cret" not in cmdline
+    # Ray's own variable reaches the command without the secrets it carried.
+    assert json.loads(config)["metadata"] == {"launcher": "proctor"}
