@@ -12,26 +12,27 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.conftest import Platform
+from tests.e2e import durability
 from tests.e2e.durability import (
-    Proxy,
+    FaultProxy,
     env_without_client_vars,
     fill,
     line_count,
     record,
     remount,
+    run_id,
     settled,
     stored_ids,
     tmpfs,
     unfill,
     wait_until,
 )
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.procs import ManagedProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -62,9 +63,7 @@ print(json.dumps({"id": run.id, "unsynced": run.unsynced}))
 
 
 def trace_ids(run_dir: Path) -> list[str]:
-    lines = (run_dir / "traces.jsonl").read_text().splitlines(keepends=True)
-    assert all(line.endswith("\n") for line in lines), "traces.jsonl has a torn line"
-    return [json.loads(line)["id"] for line in lines]
+    return durability.trace_ids(run_dir, whole=True)
 
 
 def assert_exactly_once(plat: Platform, eid: str, expected: list[str]) -> None:
@@ -86,13 +85,8 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A demo model that takes 50 ms per answer, so there is time to hurt a run."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("slow-model") / "demo-model.log"
-    args = [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port)]
-    proc = ManagedProcess([*args, "--latency-ms", "50"], log).start()
-    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.stop()
+    with durability.demo_model(tmp_path_factory.mktemp("slow-model"), latency_ms=50) as url:
+        yield url
 
 
 def sdk_process(plat: Platform, run_dir: Path, n: int, pause: float) -> subprocess.Popen[str]:
@@ -113,29 +107,15 @@ def sdk_process(plat: Platform, run_dir: Path, n: int, pause: float) -> subproce
 
 
 def eval_args(model_url: str, out: Path, *flags: str, n: int = EPISODES) -> list[str]:
-    args = [*PROCTOR, "eval", "alphabet-sort", "-n", str(n), "-r", "1", "-c", "2"]
-    args += ["--no-serve", "--no-rich", "--client.base-url", model_url, "-o", str(out)]
-    return [*args, "--run.name", "r", *flags]
+    return durability.eval_args(model_url, out, *flags, n=n)
 
 
 def eval_env(api_url: str, plat: Platform, out: Path) -> dict[str, str]:
-    return env_without_client_vars(
-        PROCTOR_API_URL=api_url, PROCTOR_API_KEY=plat.api_key, HOME=str(out / "home")
-    )
-
-
-def run_id(run_dir: Path) -> str:
-    return str(tomllib.loads((run_dir / "config.toml").read_text())["run"]["id"])
+    return durability.eval_env(api_url, plat.api_key, out / "home")
 
 
 def sync(plat: Platform, run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*PROCTOR, "runs", "sync", str(run_dir), "--timeout", "60", *extra],
-        env=env_without_client_vars(PROCTOR_API_KEY=plat.api_key, HOME=str(run_dir / "home")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return durability.runs_sync(run_dir, plat.api_key, *extra)
 
 
 # -- the spool's disk -------------------------------------------------------------------
@@ -276,13 +256,13 @@ def test_an_outage_spanning_finalize(
     """Shorter than the finish timeout: ridden out. Longer: exit 75, RUNNING, then sync."""
     started: list[float] = []
 
-    def refuse(method: str, path: str) -> bool:
+    def refuse(method: str, path: str, body: bytes) -> int | None:
         if not path.endswith("/finalize"):
-            return False
+            return None
         started.append(time.monotonic())
-        return outage == "longer" or started[-1] - started[0] < 2.0
+        return 503 if outage == "longer" or started[-1] - started[0] < 2.0 else None
 
-    with Proxy(plat.url, refuse) as proxy:
+    with FaultProxy(plat.url, refuse) as proxy:
         result = subprocess.run(
             eval_args(demo_model, tmp_path, "--run.finish-timeout", "4"),
             env=eval_env(proxy.url, plat, tmp_path),

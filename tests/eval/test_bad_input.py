@@ -85,6 +85,15 @@ def test_existing_results_are_not_written_over(demo_model: str, tmp_path: Path) 
     assert len(read_traces(run_dir)) == 2
 
 
+def test_a_run_dir_of_empty_folders_holds_no_results(demo_model: str, tmp_path: Path) -> None:
+    """E.g. a mount point made ready for the spool (`<run dir>/platform`) before the run."""
+    (tmp_path / "out" / "r" / "platform").mkdir(parents=True)
+    args = ("reverse-text", "-n", "2", "--no-push", "-o", "out", "--run.name", "r")
+    done = run_eval(*args, "--client.base-url", demo_model, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(read_traces(tmp_path / "out" / "r")) == 2
+
+
 def test_resume_with_other_settings_is_refused(demo_model: str, tmp_path: Path) -> None:
     args = ("reverse-text", "--no-push", "-o", "out", "--run.name", "r")
     assert run_eval(*args, "-n", "3", "--client.base-url", demo_model, cwd=tmp_path).returncode == 0

@@ -56,7 +56,8 @@ class RunDirectory:
                     "drop --resume or pass the --run.name or --run.dir of an earlier run"
                 )
             return
-        if not clean and self.path.exists() and any(self.path.iterdir()):
+        # Results are files: empty folders (a mount point made ready for the spool) are none.
+        if not clean and self.path.exists() and any(p.is_file() for p in self.path.rglob("*")):
             raise RunDirError(
                 f"{self.path} already holds results; pass --resume to continue that run, "
                 f"--clean to start it over, or choose another {naming}"
