@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 PROCTOR = [sys.executable, "-m", "proctor.cli.main"]
 
@@ -94,3 +95,26 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         return self.proc.returncode
+
+
+def read_pid(path: Path, timeout: float = 120.0) -> int:
+    """The pid a process wrote to `path`, once it has."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} was never written")
+        time.sleep(0.05)
+    return int(path.read_text().split()[0])
+
+
+def gone(pid: int, timeout: float = 30.0) -> bool:
+    """Whether the process `pid` is gone (or a zombie) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            alive = psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.05)

@@ -7,34 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
-
 from proctor.hosted.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
+from tests.procs import gone, read_pid
 
 GUARD = [sys.executable, "-m", "proctor.hosted.guard"]
-
-
-def _read_pid(path: Path, timeout: float = 20) -> int:
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().strip()):
-        assert time.monotonic() < deadline, f"{path} was never written"
-        time.sleep(0.05)
-    return int(path.read_text().split()[0])
-
-
-def _gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _tree(tmp_path: Path) -> str:
@@ -47,18 +25,18 @@ def _tree(tmp_path: Path) -> str:
 
 def test_a_killed_guard_takes_its_whole_tree_with_it(tmp_path: Path) -> None:
     guard = subprocess.Popen([*GUARD, _tree(tmp_path)], start_new_session=True)
-    orphan, child = _read_pid(tmp_path / "orphan"), _read_pid(tmp_path / "child")
+    orphan, child = read_pid(tmp_path / "orphan"), read_pid(tmp_path / "child")
     guard.kill()  # SIGKILL: nothing of the guard's own code runs
     guard.wait()
-    assert _gone(orphan) and _gone(child)
+    assert gone(orphan) and gone(child)
 
 
 def test_a_stopped_guard_stops_its_tree_and_exits_as_a_shell_would(tmp_path: Path) -> None:
     guard = subprocess.Popen([*GUARD, _tree(tmp_path)], start_new_session=True)
-    orphan, child = _read_pid(tmp_path / "orphan"), _read_pid(tmp_path / "child")
+    orphan, child = read_pid(tmp_path / "orphan"), read_pid(tmp_path / "child")
     guard.send_signal(signal.SIGTERM)
     assert guard.wait(timeout=20) == 128 + signal.SIGTERM
-    assert _gone(orphan) and _gone(child)
+    assert gone(orphan) and gone(child)
 
 
 def test_what_the_command_leaves_behind_ends_with_it(tmp_path: Path) -> None:
@@ -67,7 +45,7 @@ def test_what_the_command_leaves_behind_ends_with_it(tmp_path: Path) -> None:
         [*GUARD, f"sleep 300 & echo $! > {pid_file}; exit 3"], timeout=30, check=False
     )
     assert done.returncode == 3
-    assert _gone(_read_pid(pid_file))
+    assert gone(read_pid(pid_file))
 
 
 def test_the_environment_comes_from_the_job_metadata_and_stays_off_command_lines() -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from proctor.hosted.sandbox import SandboxHandle, SandboxSpec, SandboxState
 from tests.conftest import Platform
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.procs import PROCTOR, ManagedProcess, free_port, gone, read_pid, wait_http
 
 pytestmark = pytest.mark.ray
 
@@ -133,28 +133,6 @@ def test_successful_job_exits_zero(backend) -> None:  # type: ignore[no-untyped-
     assert "fine" in backend.logs(handle)
 
 
-def _read_pid(path: Path, timeout: float = 120) -> int:
-    deadline = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().strip()):
-        assert time.monotonic() < deadline, f"{path} was never written"
-        time.sleep(0.1)
-    return int(path.read_text().split()[0])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _gone(pid: int, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _alive(pid)
-
-
 # A shell whose child starts `sleep 300` and exits at once: the sleep is an orphan,
 # reparented away from the job's process tree before anything stops it.
 def _orphan(pid_file: Path) -> str:
@@ -168,14 +146,14 @@ def test_stop_ends_a_running_job_and_its_orphans(backend, tmp_path: Path) -> Non
             evaluation_id="ev-stop", command=f"echo $$ > {marker}; {_orphan(orphan)}; sleep 300"
         )
     )
-    pid, orphan_pid = _read_pid(marker), _read_pid(orphan)
+    pid, orphan_pid = read_pid(marker), read_pid(orphan)
     assert backend.poll(handle).running and backend.adoptable(handle)
     assert psutil.Process(orphan_pid).ppid() != pid  # out of the tree Ray's stop walks
     backend.stop(handle, grace_seconds=2)
     state = backend.poll(handle)
     assert not state.running
     assert not backend.adoptable(handle)
-    assert _gone(pid) and _gone(orphan_pid)
+    assert gone(pid) and gone(orphan_pid)
 
 
 def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -184,11 +162,11 @@ def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(backend, tmp_p
     script = f"import os, time; open({str(child)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
     command = f'echo $PPID > {guard}; {_orphan(orphan)}; {sys.executable} -c "{script}" & wait'
     handle = backend.start(SandboxSpec(evaluation_id="ev-kill", command=command))
-    entrypoint, child_pid, orphan_pid = _read_pid(guard), _read_pid(child), _read_pid(orphan)
+    entrypoint, child_pid, orphan_pid = read_pid(guard), read_pid(child), read_pid(orphan)
     os.kill(entrypoint, signal.SIGKILL)
     state = _wait_exit(backend, handle)
     assert (state.exit_code, state.detail) == (137, "killed by SIGKILL")
-    assert _gone(child_pid, timeout=10) and _gone(orphan_pid, timeout=10)
+    assert gone(child_pid, timeout=10) and gone(orphan_pid, timeout=10)
 
 
 @contextlib.contextmanager
@@ -315,7 +293,7 @@ def test_ray_launcher_fails_a_sandbox_whose_entrypoint_was_killed_and_leaves_no_
         record = wait_closed(client, plat, evaluation_id, timeout=120)
         assert record["status"] == "FAILED", record
         assert "exited with code 137 (killed by SIGKILL)" in record["error_message"]
-        assert all(_gone(p.pid, timeout=10) for p in evals) and _evals_of(evaluation_id) == []
+        assert all(gone(p.pid, timeout=10) for p in evals) and _evals_of(evaluation_id) == []
         # Answers to requests sent before the kill may still come back; then, silence. An
         # orphaned eval (300 tasks, 200 ms each) would never let the model go quiet.
         deadline, quiet_since, seen = time.monotonic() + 60, time.monotonic(), calls.forwarded
