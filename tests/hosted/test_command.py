@@ -9,7 +9,16 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from proctor.hosted.command import DEFAULT_COMMAND, HostedEvalConfig, build_command
+from proctor.eval.args import parse_eval_args
+from proctor.eval.config import EvalConfig
+from proctor.hosted.command import (
+    DEFAULT_COMMAND,
+    HostedEvalConfig,
+    build_command,
+    sandbox_config,
+    wire_config,
+    wire_field,
+)
 from proctor.server.hosted.schemas import CreateHostedEvaluation
 
 
@@ -143,3 +152,81 @@ def test_a_setting_proctor_cannot_apply_is_refused_by_name(
     body = {"environment_ids": ["e"], "inference_model": "m", "eval_config": setting}
     with pytest.raises(ValidationError, match=named.replace(".", r"\.")):
         CreateHostedEvaluation.model_validate(body)
+
+
+def test_the_overlay_is_one_table_both_ways() -> None:
+    # The wire -> EvalConfig overrides (the launcher) -> the wire again (`proctor hosted run`).
+    wire = {
+        "num_examples": 4,
+        "rollouts_per_example": 2,
+        "max_concurrent": 8,
+        "max_retries": 1,
+        "sampling_args": {"temperature": 0.5, "stop": ["\n"]},
+        "env_args": {"level": "hard"},
+        "api_base_url": "http://127.0.0.1:1/v1",
+        "api_key_var": "MODEL_KEY",
+        "verbose": True,
+    }
+    config = HostedEvalConfig.model_validate(wire)
+    assert config.overrides() == {
+        "num_examples": 4,
+        "rollouts_per_example": 2,
+        "max_concurrent": 8,
+        "sampling": {"temperature": 0.5, "stop": ["\n"]},
+        "env_args": {"level": "hard"},
+        "client": {
+            "base_url": "http://127.0.0.1:1/v1",
+            "api_key_var": "MODEL_KEY",
+            "max_retries": 1,
+        },
+        "verbose": True,
+    }
+    assert wire_config(config.overrides()) == wire
+    # The wire's defaults (5 x 3) are sent as overrides; eval's apply to what the CLI omits.
+    assert HostedEvalConfig().overrides() == {"num_examples": 5, "rollouts_per_example": 3}
+    assert wire_config({}) == {"num_examples": -1, "rollouts_per_example": 1}
+    all_tasks = HostedEvalConfig(num_examples=-1, headers={"X-Team": "a"}).overrides()
+    assert "num_examples" not in all_tasks
+    assert all_tasks["client"] == {"headers_var": "PROCTOR_CLIENT_HEADERS"}
+
+
+def test_the_sandbox_config_is_eval_defaults_under_the_overlay() -> None:
+    config = HostedEvalConfig(num_examples=2, sampling_args={"temperature": 0.2})
+    overlay = sandbox_config(config, environment="reverse-text", model="m")
+    assert overlay == EvalConfig.model_validate(
+        {
+            "env": "reverse-text",
+            "model": "m",
+            "num_examples": 2,
+            "rollouts_per_example": 3,
+            "sampling": {"temperature": 0.2},
+        }
+    )
+    # `{options}` parse back into that very config.
+    words = _words(
+        build_command(
+            "{env} -m {model} {options}", environment="reverse-text", model="m", config=config
+        )
+    )
+    assert parse_eval_args(words) == overlay
+
+
+@pytest.mark.parametrize(
+    ("loc", "named"),
+    [
+        (("sampling", "temperature"), "sampling_args.temperature"),
+        (("client", "base_url"), "api_base_url"),
+        (("client", "max_retries"), "max_retries"),
+        (("num_examples",), "num_examples"),
+        (("client", "headers_var"), "headers"),
+    ],
+)
+def test_an_engine_location_is_named_as_the_wire_names_it(loc: tuple[str, ...], named: str) -> None:
+    assert wire_field(loc) == named
+
+
+def test_a_value_the_engine_refuses_is_a_validation_error_of_the_overlay() -> None:
+    config = HostedEvalConfig(sampling_args={"top_p": 3})
+    with pytest.raises(ValidationError) as refused:
+        sandbox_config(config, environment="e", model="m")
+    assert wire_field(refused.value.errors()[0]["loc"]) == "sampling_args.top_p"

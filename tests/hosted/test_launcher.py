@@ -355,3 +355,19 @@ def test_launcher_command_hands_sandboxes_the_servers_own_address(tmp_path: Path
     finally:
         proc.stop()
     assert "url=http://127.0.0.1:9123" in log.read_text()
+
+
+def test_a_value_the_engine_refuses_fails_before_a_sandbox_starts(
+    db: Database, tmp_path: Path
+) -> None:
+    # The request's schema checks each key's form; the engine's own rule on a value applies
+    # when the overlay becomes an EvalConfig, named in the wire's words.
+    evaluation_id = _create(db, sampling_args={"temperature": -1})
+    launcher = _launcher(db, tmp_path, "echo started")
+    _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
+    message = _record(db, evaluation_id)[0].error_message or ""
+    assert message == (
+        "the sandbox could not start: invalid value for eval_config.sampling_args.temperature: "
+        "Input should be greater than or equal to 0; fix it and send again"
+    )
+    assert not (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").exists()

@@ -10,6 +10,8 @@ from typing import Any
 
 from proctor.cli._parser import CommandParser
 from proctor.errors import ConfigError
+from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
+from proctor.hosted.command import HOSTED_FIELDS, wire_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,25 +24,19 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a hosted evaluation")
     run.add_argument("env", metavar="ENV", help="environment name, e.g. alphabet-sort")
     run.add_argument("-m", "--model", required=True, help="model the sandbox evaluates")
-    run.add_argument("-n", "--num-examples", type=int, default=5, help="tasks (-1: all)")
-    run.add_argument("-r", "--rollouts", type=int, default=3, help="rollouts per task")
-    run.add_argument("-c", "--max-concurrent", type=int, help="rollouts in flight at once")
+    # `proctor eval`'s own flags, names and defaults for what a hosted run sets.
+    add_eval_flags(run, HOSTED_FIELDS, json_object=_json_object)
+    # The public `prime` client's spellings, and this command's own before it took eval's.
+    for old, dest in (
+        ("--rollouts", "rollouts_per_example"),
+        ("--api-base-url", "client.base_url"),
+        ("--api-key-var", "client.api_key_var"),
+    ):
+        run.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    run.add_argument(
+        "--sampling-args", type=_json_object, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     run.add_argument("--timeout-minutes", type=float, help="kill the sandbox after this long")
-    run.add_argument(
-        "--sampling-args", type=_json_object, metavar="JSON", help='JSON, e.g. {"temperature": 0.7}'
-    )
-    run.add_argument(
-        "--env-args",
-        type=_json_object,
-        metavar="JSON",
-        help="JSON object for the environment loader",
-    )
-    run.add_argument(
-        "--api-base-url",
-        help="model endpoint, OpenAI-compatible, ending in /v1 "
-        "(default: the sandbox's $PROCTOR_MODEL_BASE_URL, else http://127.0.0.1:8001/v1)",
-    )
-    run.add_argument("--api-key-var", help="variable holding the model's key in the sandbox")
     run.add_argument(
         "--secret",
         action="append",
@@ -74,19 +70,12 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "num_examples": args.num_examples,
-        "rollouts_per_example": args.rollouts,
-    }
-    optional = {
-        "max_concurrent": args.max_concurrent,
-        "timeout_minutes": args.timeout_minutes,
-        "sampling_args": args.sampling_args,
-        "env_args": args.env_args,
-        "api_base_url": args.api_base_url,
-        "api_key_var": args.api_key_var,
-    }
-    config.update({k: v for k, v in optional.items() if v is not None})
+    overrides = given_overrides(args, HOSTED_FIELDS)
+    if sampling := getattr(args, "sampling_args", None):
+        overrides["sampling"] = {**sampling, **overrides.get("sampling", {})}
+    config = wire_config(check_overrides(overrides))
+    if args.timeout_minutes is not None:
+        config["timeout_minutes"] = args.timeout_minutes
     secrets = {}
     for name in args.secret:
         if name not in os.environ:

@@ -14,6 +14,13 @@ from typing import Any
 
 from proctor.cli._logging import configure_logging
 from proctor.cli._parser import CommandParser
+from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
+
+QUICKSTART_FIELDS = ("num_examples", "rollouts_per_example", "max_concurrent", "sampling")
+"""The `proctor eval` flags quickstart takes for its hosted evaluation."""
+
+QUICKSTART_EXAMPLES = 20
+"""Tasks of quickstart's evaluation unless `-n` says otherwise (alphabet-sort has no end)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,8 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default="~/.proctor", help="data directory")
     parser.add_argument("--port", type=int, default=8000, help="platform port")
     parser.add_argument("--model-port", type=int, default=8001, help="demo model port")
-    parser.add_argument("-n", "--num-examples", type=int, default=20, help="tasks")
-    parser.add_argument("-r", "--rollouts", type=int, default=2, help="rollouts per task")
+    # `proctor eval`'s flags; alphabet-sort has no end, so -n needs a number by default.
+    add_eval_flags(parser, QUICKSTART_FIELDS, defaults={"num_examples": QUICKSTART_EXAMPLES})
+    parser.add_argument(  # this command's spelling before it took eval's flags
+        "--rollouts", dest="rollouts_per_example", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     parser.add_argument("--exit", action="store_true", help="stop once the evaluation ended")
     return parser
 
@@ -61,8 +71,7 @@ def run(argv: list[str]) -> int:
         data_dir=Path(args.data_dir).expanduser().absolute(),  # printed: one the user can open
         port=args.port,
         model_port=args.model_port,
-        num_examples=args.num_examples,
-        rollouts=args.rollouts,
+        overrides=check_overrides(given_overrides(args, QUICKSTART_FIELDS)),
     )
     quick = Quickstart(options)
     try:

@@ -12,17 +12,19 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import sys
 import types
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from proctor.errors import ConfigError
-from proctor.eval.config import EvalConfig
+from proctor.eval.config import SECRET_HEADER, EvalConfig
 from proctor.toml_io import read_toml
 
 if TYPE_CHECKING:
@@ -111,40 +113,117 @@ def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], pr
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             _add_model_flags(parser, annotation, prefix=f"{prefix}{name}.")
             continue
-        kebab = name.replace("_", "-")
-        names = [f"--{prefix}{kebab}"]
-        if not prefix and name in SHORT_FLAGS:
-            names.insert(0, SHORT_FLAGS[name])
-        kind = _kind(annotation)
-        no_flag = f"--{prefix}no-{kebab}" if kind is bool and name not in SWITCHES else None
-        help_ = _with_default(_doc(model, name), field, on=names[-1], off=no_flag)
-        dest = f"{prefix}{name}"
-        if kind is bool and no_flag is None:
-            parser.add_argument(*names, dest=dest, action="store_true", help=help_)
-        elif kind is bool and no_flag is not None:
-            parser.add_argument(*names, dest=dest, action="store_true", help=help_)
-            opposite = f"The opposite of {names[-1]}."
-            parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite)
-        elif kind in (dict, list):
-            parser.add_argument(*names, dest=dest, type=_json_value, metavar="JSON", help=help_)
-        else:
-            parser.add_argument(*names, dest=dest, metavar=name.upper(), help=help_)
-        if "_" in name:
-            # The snake spelling works too, without doubling the help text.
-            alias = f"--{prefix}{name}"
-            action = _same_action(kind)
-            parser.add_argument(alias, dest=dest, help=argparse.SUPPRESS, **action)
+        _add_field_flag(parser, model, name, prefix)
 
 
-def _with_default(help_: str, field: FieldInfo, *, on: str, off: str | None) -> str:
+def add_eval_flags(
+    parser: argparse.ArgumentParser,
+    fields: Iterable[str],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    json_object: Callable[[str], Any] | None = None,
+) -> None:
+    """Give another command `proctor eval`'s flags for some config fields, as eval has them.
+
+    `fields` are config paths: `"num_examples"`, `"client.base_url"`, or `"sampling"` for
+    every `--sampling.*` flag. Names, short flags, help text and defaults are eval's; a
+    command whose run needs another default (quickstart's infinite taskset needs a count)
+    names it in `defaults` and the help shows it. `json_object` parses dict-valued flags
+    instead of plain JSON (the hosted commands name the object form in their errors).
+    Read the given values back with `given_overrides`.
+    """
+    for path in fields:
+        model, name, prefix = _resolve(path)
+        sub = model.model_fields[name].annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            for inner in sub.model_fields:
+                add_eval_flags(
+                    parser, [f"{path}.{inner}"], defaults=defaults, json_object=json_object
+                )
+            continue
+        _add_field_flag(
+            parser,
+            model,
+            name,
+            prefix,
+            default=(defaults or {}).get(path, argparse.SUPPRESS),
+            json_object=json_object,
+        )
+
+
+def _resolve(path: str) -> tuple[type[BaseModel], str, str]:
+    """(model, field name, flag prefix) of a config path such as `client.base_url`.
+
+    Raises:
+        KeyError: no field has that path.
+    """
+    model: type[BaseModel] = EvalConfig
+    *parents, name = path.split(".")
+    for part in parents:
+        sub = model.model_fields[part].annotation
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            raise KeyError(path)
+        model = sub
+    if name not in model.model_fields:
+        raise KeyError(path)
+    return model, name, "".join(f"{p}." for p in parents)
+
+
+def _add_field_flag(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    name: str,
+    prefix: str,
+    *,
+    default: Any = argparse.SUPPRESS,
+    json_object: Callable[[str], Any] | None = None,
+) -> None:
+    field = model.model_fields[name]
+    annotation = field.annotation
+    kebab = name.replace("_", "-")
+    names = [f"--{prefix}{kebab}"]
+    if not prefix and name in SHORT_FLAGS:
+        names.insert(0, SHORT_FLAGS[name])
+    kind = _kind(annotation)
+    no_flag = f"--{prefix}no-{kebab}" if kind is bool and name not in SWITCHES else None
+    help_ = _with_default(_doc(model, name), field, on=names[-1], off=no_flag, replace=default)
+    dest = f"{prefix}{name}"
+    json_type = json_object if json_object is not None and kind is dict else _json_value
+    extra: dict[str, Any] = {"default": default}
+    if kind is bool and no_flag is None:
+        parser.add_argument(*names, dest=dest, action="store_true", help=help_, **extra)
+    elif kind is bool and no_flag is not None:
+        parser.add_argument(*names, dest=dest, action="store_true", help=help_, **extra)
+        opposite = f"The opposite of {names[-1]}."
+        parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite, **extra)
+    elif kind in (dict, list):
+        parser.add_argument(*names, dest=dest, type=json_type, metavar="JSON", help=help_, **extra)
+    else:
+        parser.add_argument(*names, dest=dest, metavar=name.upper(), help=help_, **extra)
+    if "_" in name:
+        # The snake spelling works too, without doubling the help text.
+        alias = f"--{prefix}{name}"
+        action = {"type": json_type} if kind in (dict, list) else _same_action(kind)
+        parser.add_argument(alias, dest=dest, help=argparse.SUPPRESS, **action, **extra)
+
+
+def _with_default(
+    help_: str, field: FieldInfo, *, on: str, off: str | None, replace: Any = argparse.SUPPRESS
+) -> str:
     """The help text ending in `(default: X)`, in the style of every other command's help.
 
-    A docstring that states its default (`(default: the run name)`) keeps its words; a
-    boolean pair shows the flag that is in force (`--push`), a one-way switch nothing.
+    A docstring that states its default (`(default: the run name)`) keeps its words unless
+    a command `replace`s the default; a boolean pair shows the flag that is in force
+    (`--push`), a one-way switch nothing.
     """
+    if replace is not argparse.SUPPRESS:
+        help_ = _STATED_DEFAULT.sub("", help_)
     if "(default" in help_:
         return help_
-    default = field.get_default(call_default_factory=True)
+    # Called only now: a factory may read the environment (`client.base_url`).
+    default = (
+        field.get_default(call_default_factory=True) if replace is argparse.SUPPRESS else replace
+    )
     if default is None or (isinstance(default, bool) and off is None):
         return help_
     if isinstance(default, bool):
@@ -156,6 +235,9 @@ def _with_default(help_: str, field: FieldInfo, *, on: str, off: str | None) -> 
     else:
         text = str(default)
     return f"{help_} (default: {str(text).replace('%', '%%')})"
+
+
+_STATED_DEFAULT = re.compile(r" \(default[^)]*\)")
 
 
 def _same_action(kind: Any) -> dict[str, Any]:
@@ -248,9 +330,13 @@ def flag_name(loc: tuple[int | str, ...]) -> str:
     return f"--{dotted}"
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One line for the first problem pydantic found, phrased as a fix."""
+def describe_validation_error(error: ValidationError, *, at: tuple[str, ...] = ()) -> str:
+    """One line for the first problem pydantic found, phrased as a fix.
+
+    `at` is the config path of a value checked on its own (`check_overrides`).
+    """
     first = error.errors(include_url=False)[0]
+    first["loc"] = (*at, *first["loc"])
     flag = flag_name(first["loc"])
     kind = first["type"]
     ctx = first.get("ctx") or {}
@@ -290,3 +376,114 @@ def _closest_setting(loc: tuple[int | str, ...]) -> str | None:
     known = [name for name in model.model_fields if name != "id"]
     found = difflib.get_close_matches(typed, known, n=1, cutoff=0.6)
     return ".".join([*map(str, loc[:-1]), found[0]]) if found else None
+
+
+# --- flags for other commands, and back from a config -----------------------------------------
+
+
+def given_overrides(namespace: argparse.Namespace, fields: Iterable[str]) -> dict[str, Any]:
+    """The values given to `add_eval_flags`' flags, as nested config fields (unchecked)."""
+    roots = tuple(fields)
+    out: dict[str, Any] = {}
+    for dest, value in vars(namespace).items():
+        if any(dest == root or dest.startswith(f"{root}.") for root in roots):
+            _set_dotted(out, dest.split("."), value)
+    return out
+
+
+def check_overrides(overrides: dict[str, Any], *, prefix: str = "") -> dict[str, Any]:
+    """Each given value checked and typed as its `EvalConfig` field (`"5"` -> 5), alone.
+
+    Rules across fields, and a field's own validators (`client.base_url`'s scheme), are left
+    to whoever validates the whole config; keys no field has pass through unchanged.
+
+    Raises:
+        ConfigError: a value its field refuses, in the words `proctor eval` uses.
+    """
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and key != "env_args" and _is_model_path(path):
+            out[key] = check_overrides(value, prefix=f"{path}.")
+            continue
+        try:
+            model, name, _ = _resolve(path)
+            field = model.model_fields[name]
+        except KeyError:
+            out[key] = value
+            continue
+        kind: Any = field.annotation
+        adapter: TypeAdapter[Any] = TypeAdapter(
+            Annotated[kind, *field.metadata] if field.metadata else kind
+        )
+        try:
+            out[key] = adapter.validate_python(value)
+        except ValidationError as e:
+            raise ConfigError(describe_validation_error(e, at=tuple(path.split(".")))) from None
+    return out
+
+
+def _is_model_path(path: str) -> bool:
+    try:
+        model, name, _ = _resolve(path)
+    except KeyError:
+        return False
+    sub = model.model_fields[name].annotation
+    return isinstance(sub, type) and issubclass(sub, BaseModel)
+
+
+def config_flags(config: EvalConfig, *, omit: Iterable[str] = ()) -> list[str]:
+    """The flags that give `config` its set fields: the inverse of `parse_eval_args`.
+
+    `parse_eval_args([config.env, *config_flags(config)]) == config`. Only fields that were
+    set are written, so defaults that depend on where the command runs (`client.base_url`
+    reads `$PROCTOR_MODEL_BASE_URL`) stay that machine's. Value options take their short
+    spelling where they have one (`-n 5`), switches their long one (`--verbose`); a value
+    starting with `-` is joined to its flag (`--sampling.seed=-3`). `omit` leaves out
+    config paths (`model`, when a template writes it itself); `run.id` is never written.
+
+    Raises:
+        ConfigError: a value no flag can carry: None over a default that is not None, a
+            sampling key outside the model (a TOML-only knob), or a credential-like header
+            (a secret never goes on a command line: use `--client.headers-var`).
+    """
+    words: list[str] = []
+    _config_flags(config, "", frozenset(omit), words)
+    return words
+
+
+def _config_flags(model: BaseModel, prefix: str, omit: frozenset[str], words: list[str]) -> None:
+    if model.model_extra:
+        key = next(iter(model.model_extra))
+        raise ConfigError(f"{prefix}{key} has no flag; set it in a TOML file (@ file.toml)")
+    for name, field in type(model).model_fields.items():
+        path = f"{prefix}{name}"
+        if name not in model.model_fields_set or path in omit or name == "env":
+            continue
+        if (field.json_schema_extra or {}).get("cli") is False:  # type: ignore[union-attr]
+            continue
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            _config_flags(value, f"{path}.", omit, words)
+            continue
+        long = f"--{prefix}{name.replace('_', '-')}"
+        if value is None:
+            if field.get_default(call_default_factory=True) is None:
+                continue
+            raise ConfigError(f"{long} cannot be unset by a flag; leave it out of the config")
+        if isinstance(value, bool):
+            if name in SWITCHES:
+                words += [long] if value else []
+            else:
+                words.append(long if value else f"--{prefix}no-{name.replace('_', '-')}")
+            continue
+        if path == "client.headers" and any(SECRET_HEADER.search(h) for h in value):
+            raise ConfigError(
+                "a credential-like header may not go on a command line; pass it in the "
+                "variable that --client.headers-var names"
+            )
+        text = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+        if text.startswith("-"):
+            words.append(f"{long}={text}")
+        else:
+            words += [SHORT_FLAGS[name] if not prefix and name in SHORT_FLAGS else long, text]

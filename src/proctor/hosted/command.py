@@ -1,9 +1,15 @@
 """The command a sandbox runs: a configurable template filled with shell-quoted values.
 
-The default is the very CLI a researcher runs, plus `--run.attach $EVALUATION_ID`; the
-template is configuration (`PROCTOR_HOSTED_COMMAND`), so the hosted command follows the CLI
-if its flags move. Secrets never enter the command: they reach the sandbox as environment
-variables only.
+A hosted evaluation's `eval_config` (the wire's names, as public clients send them) is an
+overlay on `EvalConfig`: `OVERLAY` is the one table between the two. The launcher turns an
+`eval_config` into `EvalConfig` overrides (`HostedEvalConfig.overrides`), and the
+template's `{options}` are those written back as flags by `proctor.eval.args.config_flags`,
+the inverse of the flag parser; `proctor hosted run` and `quickstart` go the other way
+(`wire_config`) from eval's own flags.
+
+The default template is the very CLI a researcher runs, plus `--run.attach $EVALUATION_ID`;
+the template is configuration (`PROCTOR_HOSTED_COMMAND`). Secrets never enter the command:
+they reach the sandbox as environment variables only.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from pydantic import (
 )
 
 from proctor.errors import ConfigError
-from proctor.eval.config import SECRET_HEADER
+from proctor.eval.args import config_flags
+from proctor.eval.config import SECRET_HEADER, EvalConfig
+from proctor.models.config import SamplingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +54,26 @@ DEFAULT_COMMAND = (
 """The default template. Placeholders: {proctor}, {env}, {model}, {options}, {num_examples},
 {rollouts}; `$EVALUATION_ID` is expanded by the sandbox's shell from its environment."""
 
-# Sampling keys `proctor eval` has flags for; a hosted config with others is refused (422).
-_SAMPLING_FLAGS = {
-    "temperature",
-    "max_tokens",
-    "top_p",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
+OVERLAY: dict[str, str] = {
+    "num_examples": "num_examples",  # -1 (the whole taskset) is eval's unset
+    "rollouts_per_example": "rollouts_per_example",
+    "max_concurrent": "max_concurrent",
+    "sampling_args": "sampling",
+    "env_args": "env_args",
+    "api_base_url": "client.base_url",
+    "api_key_var": "client.api_key_var",
+    "max_retries": "client.max_retries",
+    "verbose": "verbose",
 }
+"""`eval_config` key -> the `EvalConfig` field it sets. `headers` also overlays the config
+(as `client.headers_var`, its values in the environment); the other keys are the launcher's
+(`timeout_minutes`, `custom_secrets`) or public clients' that are accepted or refused."""
+
+HOSTED_FIELDS = tuple(OVERLAY.values())
+"""The `EvalConfig` fields a hosted run sets: the flags `proctor hosted run` takes from eval."""
+
+# Sampling keys `proctor eval` has flags for; a hosted config with others is refused (422).
+_SAMPLING_FLAGS = frozenset(SamplingConfig.model_fields)
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -191,6 +209,30 @@ class HostedEvalConfig(BaseModel):
                 raise ValueError(f"secret name {name!r} is set by the launcher; rename it")
         return value
 
+    def overrides(self) -> dict[str, Any]:
+        """The `EvalConfig` fields this config sets, nested as in a TOML file.
+
+        `num_examples` and `rollouts_per_example` always (the wire's defaults, 5 and 3, are
+        not eval's); the others when given. Headers become `client.headers_var`: their
+        values travel in the sandbox's environment (`secret_environment`).
+        """
+        out: dict[str, Any] = {}
+        for key, path in OVERLAY.items():
+            value = getattr(self, key)
+            if key == "sampling_args":
+                value = {k: v for k, v in value.items() if v is not None}
+            if (
+                value is None
+                or value == {}
+                or value is False
+                or (key == "num_examples" and value < 0)
+            ):
+                continue
+            _set_path(out, path, value)
+        if self.headers:
+            _set_path(out, "client.headers_var", HEADERS_VAR)
+        return out
+
     @property
     def expected_samples(self) -> int | None:
         """How many samples a complete run stores, when the number of tasks is bounded."""
@@ -234,36 +276,75 @@ def proctor_executable() -> str:
     return f"{shlex.quote(sys.executable)} -m proctor.cli.main"
 
 
+def sandbox_config(config: HostedEvalConfig, *, environment: str, model: str) -> EvalConfig:
+    """The `EvalConfig` the sandbox's `proctor eval` runs: eval's defaults under the overlay.
+
+    Raises:
+        pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
+    """
+    return EvalConfig.model_validate({"env": environment, "model": model, **config.overrides()})
+
+
 def eval_options(config: HostedEvalConfig) -> list[str]:
-    """The `proctor eval` flags for a hosted config (unquoted argv words)."""
-    words: list[str] = []
-    if config.num_examples >= 0:
-        words += ["-n", str(config.num_examples)]
-    words += ["-r", str(config.rollouts_per_example)]
-    if config.max_concurrent is not None:
-        words += ["-c", str(config.max_concurrent)]
-    for key, value in sorted(config.sampling_args.items()):
-        if key not in _SAMPLING_FLAGS:  # refused when the config was validated
-            continue
-        if value is None:
-            continue
-        text = json.dumps(value) if isinstance(value, list | dict) else str(value)
-        words += [f"--sampling.{key.replace('_', '-')}", text]
-    if config.env_args:
-        words += ["--env-args", json.dumps(config.env_args, sort_keys=True)]
-    if config.api_base_url:
-        words += ["--client.base-url", config.api_base_url]
-    if config.api_key_var:
-        words += ["--client.api-key-var", config.api_key_var]
-    if config.max_retries is not None:
-        words += ["--client.max-retries", str(config.max_retries)]
-    if config.headers:
-        # Header values are often credentials: they travel in the sandbox's environment
-        # (`secret_environment`), never on its command line, where `ps` would show them.
-        words += ["--client.headers-var", HEADERS_VAR]
-    if config.verbose:
-        words.append("--verbose")
-    return words
+    """The template's `{options}`: the overlay as `proctor eval` flags (unquoted argv words).
+
+    Header values are often credentials: only `--client.headers-var` is written, never
+    the values, which `ps` would show.
+    """
+    overlay = sandbox_config(config, environment="-", model="-")
+    return config_flags(overlay, omit=("model",))  # {env} and {model} are placeholders
+
+
+def wire_field(loc: tuple[int | str, ...]) -> str:
+    """The `eval_config` name of an `EvalConfig` location (`sampling_args.top_p`)."""
+    dotted = ".".join(map(str, loc))
+    for key, path in sorted(OVERLAY.items(), key=lambda kv: -len(kv[1])):
+        if dotted == path or dotted.startswith(f"{path}."):
+            return key + dotted.removeprefix(path)
+    return "headers" if dotted.startswith("client.headers") else dotted
+
+
+def wire_config(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The `eval_config` asking a sandbox for these `EvalConfig` overrides (the inverse of
+    `HostedEvalConfig.overrides`), as `proctor hosted run` sends it.
+
+    `num_examples` and `rollouts_per_example` are always sent, with eval's defaults (the
+    whole taskset, 1) where not given: the wire's own defaults differ.
+
+    Raises:
+        ConfigError: an override no `eval_config` key carries.
+    """
+    rollouts = EvalConfig.model_fields["rollouts_per_example"].default
+    out: dict[str, Any] = {"num_examples": -1, "rollouts_per_example": rollouts}
+    paths = {path: key for key, path in OVERLAY.items()}
+    for path, value in _leaves(overrides):
+        root = next((p for p in paths if path == p or path.startswith(f"{p}.")), None)
+        if root is None:
+            raise ConfigError(f"a hosted run cannot set {path}; leave it out")
+        key = paths[root]
+        if path == root:
+            out[key] = -1 if key == "num_examples" and value is None else value
+        else:
+            out.setdefault(key, {})[path.removeprefix(f"{root}.")] = value
+    return out
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and path in ("client", "sampling"):
+            found += _leaves(value, f"{path}.")
+        else:
+            found.append((path, value))
+    return found
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[last] = value
 
 
 def secret_environment(config: HostedEvalConfig) -> dict[str, str]:
@@ -298,6 +379,9 @@ def build_command(
 
     Other text, `${VAR}` included, is left for the sandbox's shell. `proctor` replaces how
     the CLI is run (already shell words), e.g. through a published package's own venv.
+
+    Raises:
+        pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
     """
     values = {
         "proctor": proctor or proctor_executable(),

@@ -24,6 +24,7 @@ import httpx
 
 from proctor.errors import ConfigError, PlatformError
 from proctor.hosted import remote
+from proctor.hosted.command import wire_config
 from proctor.toml_io import dump_toml, read_toml
 
 logger = logging.getLogger(__name__)
@@ -43,10 +44,20 @@ class QuickstartOptions:
     """Port of the demo model."""
     environment: str = "alphabet-sort"
     """Environment of the hosted evaluation."""
-    num_examples: int = 20
-    """Tasks to evaluate."""
-    rollouts: int = 2
-    """Rollouts per task."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """`EvalConfig` fields of the hosted evaluation (`num_examples`, `sampling`, ...), from
+    `proctor eval`'s flags (the command's `-n` has a default: alphabet-sort has no end);
+    the endpoint is the demo model."""
+
+    @property
+    def num_examples(self) -> int | None:
+        """Tasks to evaluate (None: the whole taskset)."""
+        return self.overrides.get("num_examples")
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts per task."""
+        return int(wire_config(self.overrides)["rollouts_per_example"])
 
 
 @dataclass
@@ -172,9 +183,9 @@ class Quickstart:
                 environment=self.options.environment,
                 model="demo",
                 eval_config={
-                    "num_examples": self.options.num_examples,
-                    "rollouts_per_example": self.options.rollouts,
-                    "api_base_url": self.model_url,
+                    **wire_config(
+                        {**self.options.overrides, "client": {"base_url": self.model_url}}
+                    ),
                     "timeout_minutes": 10,
                 },
                 name=f"quickstart-{self.options.environment}-{time.strftime('%Y%m%d-%H%M%S')}",

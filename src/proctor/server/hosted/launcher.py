@@ -32,17 +32,25 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES, Status
-from proctor.errors import ProctorError
-from proctor.hosted.command import HostedEvalConfig, build_command, secret_environment
+from proctor.errors import ConfigError, ProctorError
+from proctor.hosted.command import (
+    HostedEvalConfig,
+    build_command,
+    sandbox_config,
+    secret_environment,
+    wire_field,
+)
 from proctor.hosted.packages import install_prefix
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
+from proctor.server.errors import describe_invalid
 from proctor.server.evaluations import service as evaluations
 from proctor.server.hosted import repository
 from proctor.server.hosted.settings import LauncherSettings
@@ -51,6 +59,24 @@ logger = logging.getLogger(__name__)
 
 _ERROR_TAIL_BYTES = 2000
 _NOT_STARTED = (Status.PENDING,)  # a sandbox starting makes only a PENDING run RUNNING
+
+
+def _check_runnable(config: HostedEvalConfig, stored: dict[str, object]) -> None:
+    """Refuse, before any install, an `eval_config` whose overlay the engine refuses.
+
+    The request's schema checks each key's form; the engine's rules on a value (a sampling
+    temperature below 0) apply here, in one sentence naming the `eval_config` field.
+    """
+    try:
+        sandbox_config(config, environment=str(stored["environment"]), model=str(stored["model"]))
+    except ValidationError as e:
+        raise ConfigError(
+            describe_invalid(
+                e.errors(include_url=False),
+                where=lambda loc: f"eval_config.{wire_field(loc)}",
+                sentence="invalid value for {where}: {problem}; fix it and send again",
+            )
+        ) from None
 
 
 @dataclass
@@ -291,6 +317,7 @@ class Launcher:
         if "headers" in stored_secrets:  # credential-like headers are masked in the config
             eval_config["headers"] = stored_secrets["headers"]
         config = HostedEvalConfig.model_validate(eval_config)
+        _check_runnable(config, stored)
         box = self._box(evaluation_id)
         package = stored.get("package")
         writable: tuple[Path, ...] = ()
