@@ -190,7 +190,10 @@ def test_the_overlay_is_one_table_both_ways() -> None:
     assert all_tasks["client"] == {"headers_var": "PROCTOR_CLIENT_HEADERS"}
 
 
-def test_the_sandbox_config_is_eval_defaults_under_the_overlay() -> None:
+def test_the_sandbox_config_is_eval_defaults_under_the_overlay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PROCTOR_MODEL_BASE_URL", raising=False)
     config = HostedEvalConfig(num_examples=2, sampling_args={"temperature": 0.2})
     overlay = sandbox_config(config, environment="reverse-text", model="m")
     assert overlay == EvalConfig.model_validate(
@@ -230,3 +233,15 @@ def test_a_value_the_engine_refuses_is_a_validation_error_of_the_overlay() -> No
     with pytest.raises(ValidationError) as refused:
         sandbox_config(config, environment="e", model="m")
     assert wire_field(refused.value.errors()[0]["loc"]) == "sampling_args.top_p"
+
+
+def test_the_launchers_own_model_url_stays_the_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sandbox decides its endpoint's default; the launcher's variable (even a bad one)
+    # neither fails the overlay nor lands on the sandbox's command line.
+    monkeypatch.setenv("PROCTOR_MODEL_BASE_URL", "launcher-only:1")
+    words = _words(
+        build_command(DEFAULT_COMMAND, environment="e", model="m", config=HostedEvalConfig())
+    )
+    assert not any(w.startswith("--client.base-url") for w in words)
+    overlay = sandbox_config(HostedEvalConfig(), environment="e", model="m")
+    assert "base_url" not in overlay.client.model_fields_set

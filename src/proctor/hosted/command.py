@@ -34,7 +34,7 @@ from pydantic import (
 from proctor.errors import ConfigError
 from proctor.eval.args import config_flags
 from proctor.eval.config import SECRET_HEADER, EvalConfig
-from proctor.models.config import SamplingConfig
+from proctor.models.config import DEFAULT_BASE_URL, SamplingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,17 @@ def sandbox_config(config: HostedEvalConfig, *, environment: str, model: str) ->
     Raises:
         pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
     """
-    return EvalConfig.model_validate({"env": environment, "model": model, **config.overrides()})
+    data: dict[str, Any] = {"env": environment, "model": model, **config.overrides()}
+    client = data.setdefault("client", {})
+    # The endpoint's default reads $PROCTOR_MODEL_BASE_URL, which is the sandbox's to decide,
+    # not the launcher's: the built-in default stands in for it, left out of `{options}`.
+    unset = "base_url" not in client
+    if unset:
+        client["base_url"] = DEFAULT_BASE_URL
+    overlay = EvalConfig.model_validate(data)
+    if unset:
+        overlay.client.model_fields_set.discard("base_url")
+    return overlay
 
 
 def eval_options(config: HostedEvalConfig) -> list[str]:
