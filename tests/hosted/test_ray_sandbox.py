@@ -65,7 +65,7 @@ def ray_address() -> Iterator[str]:
 def backend(ray_address: str):  # type: ignore[no-untyped-def]
     from proctor.hosted.ray_jobs import RaySandbox
 
-    return RaySandbox(ray_address)
+    return RaySandbox(ray_address, stop_grace_seconds=1)
 
 
 def _wait_exit(backend, handle: SandboxHandle, timeout: float = 120) -> SandboxState:  # type: ignore[no-untyped-def]
@@ -143,7 +143,9 @@ def test_stop_ends_a_running_job_and_its_orphans(backend, tmp_path: Path) -> Non
     marker, orphan = tmp_path / "pid", tmp_path / "orphan"
     handle = backend.start(
         SandboxSpec(
-            evaluation_id="ev-stop", command=f"echo $$ > {marker}; {_orphan(orphan)}; sleep 300"
+            evaluation_id="ev-stop",
+            # Deaf to SIGTERM, the command and all it starts: only the SIGKILL ends them.
+            command=f"trap '' TERM; echo $$ > {marker}; {_orphan(orphan)}; sleep 300",
         )
     )
     pid, orphan_pid = read_pid(marker), read_pid(orphan)

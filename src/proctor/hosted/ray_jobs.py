@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shlex
 import sys
 import time
@@ -48,6 +49,8 @@ class Config(BaseModel):
     """The backend's name."""
     address: str
     """The cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`."""
+    stop_grace_seconds: float = 5.0
+    """Time between the stop signal and SIGKILL (`PROCTOR_HOSTED_STOP_GRACE_SECONDS`)."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
@@ -62,12 +65,12 @@ class Config(BaseModel):
                 "The ray sandbox needs the cluster's job API address; pass --ray-address "
                 "or set PROCTOR_HOSTED_RAY_ADDRESS."
             )
-        return cls(address=address)
+        return cls(address=address, stop_grace_seconds=settings.get("stop_grace_seconds", 5.0))
 
 
 def create(config: Config) -> RaySandbox:
     """The backend for `config`."""
-    return RaySandbox(config.address)
+    return RaySandbox(config.address, stop_grace_seconds=config.stop_grace_seconds)
 
 
 def handle_token(handle: SandboxHandle) -> str:
@@ -85,11 +88,14 @@ class RaySandbox:
 
     Args:
         address: the cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`.
+        stop_grace_seconds: time the guard gives the command between the stop signal and
+            SIGKILL (fixed when the job starts: Ray's stop takes no grace of its own).
     """
 
     name: BackendName = "ray"
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, *, stop_grace_seconds: float = 5.0) -> None:
+        self.stop_grace_seconds = stop_grace_seconds
         try:
             from ray.job_submission import JobSubmissionClient
         except ImportError as e:
@@ -110,10 +116,14 @@ class RaySandbox:
         env = {**spec.env, "EVALUATION_ID": spec.evaluation_id}
         # exec: the guard is the process Ray started, the one its stop and a kill reach.
         guard = f"{shlex.quote(sys.executable)} -m proctor.hosted.guard"
+        wait = math.ceil(self.stop_grace_seconds) + 1
         try:
             self._client.submit_job(
                 entrypoint=f"exec {guard} {shlex.quote(spec.command)}",
                 submission_id=submission_id,
+                # Read by Ray's supervisor (how long before it SIGKILLs) and by the guard
+                # (a second less, so it finishes first). Not a secret.
+                runtime_env={"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(wait)}},
                 metadata={
                     "evaluation_id": spec.evaluation_id,
                     "launcher": "proctor",
