@@ -5,6 +5,10 @@ fields become dotted flags (`--client.base-url`, also spelled `--client.base_url
 get `--x/--no-x`, dicts and lists take JSON. `@ file.toml` (or `@file.toml`) loads a file
 first; flags given on the command line win over it. Every mistake becomes one `ConfigError`
 line naming the flag and the fix.
+
+This module owns the flags: `add_eval_flags` gives another command (`hosted run`,
+`quickstart`) eval's own flags for some fields, and `config_flags` writes a config back as
+the flags that parse into it (a hosted sandbox's command line).
 """
 
 from __future__ import annotations
