@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
 from typing import Any
 
-from proctor.server.db.base import as_utc
+from proctor.server.db.base import iso_utc
 from proctor.server.db.models import Evaluation
-
-
-def _time(value: datetime | None) -> str | None:
-    value = as_utc(value)
-    return None if value is None else value.isoformat()
 
 
 def _finite(value: float | None) -> float | None:
@@ -55,11 +49,11 @@ def record_fields(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
         "user_id": evaluation.user_id,
         "run_id": evaluation.run_id,
         "suite_id": evaluation.suite_id,
-        "created_at": _time(evaluation.created_at),
-        "updated_at": _time(evaluation.updated_at),
-        "started_at": _time(evaluation.started_at),
-        "completed_at": _time(evaluation.completed_at),
-        "finalized_at": _time(evaluation.finalized_at),
+        "created_at": iso_utc(evaluation.created_at),
+        "updated_at": iso_utc(evaluation.updated_at),
+        "started_at": iso_utc(evaluation.started_at),
+        "completed_at": iso_utc(evaluation.completed_at),
+        "finalized_at": iso_utc(evaluation.finalized_at),
         "attempts": evaluation.attempts,
     }
 

@@ -1,4 +1,4 @@
-"""Jinja filters of the dashboard templates: numbers, times, statuses and query strings."""
+"""Jinja filters of the dashboard templates: numbers, times, statuses, query strings, charts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment
 from starlette.datastructures import URL
+
+from proctor.server.web.stats import histogram_svg
 
 NONE = "\u2013"  # an en dash stands for a missing value
 
@@ -110,4 +112,4 @@ def install_filters(env: Environment) -> None:
         status_class=status_class,
         pretty=pretty,
     )
-    env.globals["with_query"] = with_query
+    env.globals.update(with_query=with_query, histogram_svg=histogram_svg)

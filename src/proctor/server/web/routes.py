@@ -1,9 +1,9 @@
 """The dashboard's routes: sign-in, the evaluations list, an evaluation, a sample, compare.
 
 Every page answers HTML, or its JSON twin with `?format=json` (or `Accept: application/json`),
-both from the same view call in `views`. Pages use `PageRoute`, which turns domain errors
-into an HTML error page (404 for unknown ids, 400 for bad query parameters) and a missing
-session into a 303 to `/login?next=...`.
+both from the same page model, built whole by one call in `views`. Pages use `PageRoute`,
+which turns domain errors into an HTML error page (404 for unknown ids, 400 for bad query
+parameters) and a missing session into a 303 to `/login?next=...`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
 
 from proctor.server.auth.schemas import Principal
 from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 STATIC_FILES = frozenset({"dashboard.css", "dashboard.js", "favicon.svg"})
-REFRESH_S = 5
 
 templates = Jinja2Templates(directory=HERE / "templates")
 install_filters(templates.env)
@@ -102,15 +102,15 @@ class PageRoute(APIRoute):
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
 
-def render(
-    request: Request, template: str, data: dict[str, Any], principal: Principal | None
-) -> Response:
-    """The page, or its JSON twin: the same `data` either way."""
+def render(request: Request, template: str, page: BaseModel, principal: Principal) -> Response:
+    """The page, or its JSON twin: the same model either way."""
     if request.query_params.get("format") not in (None, "json", "html"):
         raise BadRequest("Query parameter 'format' must be json or html; fix the URL.")
     if wants_json(request):
-        return JSONResponse(data)
-    context = {**data, "user": principal.user_name if principal else None, "page_url": request.url}
+        return Response(page.model_dump_json(), media_type="application/json")
+    # The template reads the model's fields (top level only: nested models stay models).
+    context = {name: getattr(page, name) for name in type(page).model_fields}
+    context.update(user=principal.user_name, page_url=request.url)
     return templates.TemplateResponse(request, template, context)
 
 
@@ -272,10 +272,8 @@ def evaluations_list(
         skip=skip,
         limit=limit,
     )
-    data = views.evaluation_list(session, principal, filters, settings.resolved_public_url())
-    data["refresh_s"] = REFRESH_S if data["live"] else None
-    data["statuses"] = views.STATUSES
-    return render(request, "list.html", data, principal)
+    page = views.evaluation_list(session, principal, filters, settings.resolved_public_url())
+    return render(request, "list.html", page, principal)
 
 
 def _samples_query(
@@ -310,7 +308,7 @@ def evaluation(
 ) -> Response:
     """An evaluation: header, metrics, reward histogram, pass@k, hosted logs, samples."""
     principal = web_session.current_principal(request, session, settings)
-    data = views.evaluation_page(
+    page = views.evaluation_page(
         session,
         principal,
         evaluation_id,
@@ -320,9 +318,7 @@ def evaluation(
         pass_threshold=_threshold(pass_threshold),
         logs_from=logs_from,
     )
-    data["cancellable"] = data["evaluation"]["is_hosted"] and data["evaluation"]["live"]
-    data["refresh_s"] = REFRESH_S if data["evaluation"]["live"] else None
-    return render(request, "evaluation.html", data, principal)
+    return render(request, "evaluation.html", page, principal)
 
 
 @router.post("/evaluations/{evaluation_id}/cancel")
@@ -357,14 +353,14 @@ def samples(
 ) -> Response:
     """A page of an evaluation's samples: sortable by reward, filterable."""
     principal = web_session.current_principal(request, session, settings)
-    data = views.samples_page(
+    page = views.samples_page(
         session,
         principal,
         evaluation_id,
         query,
         settings.resolved_public_url(),
     )
-    return render(request, "samples.html", data, principal)
+    return render(request, "samples.html", page, principal)
 
 
 @router.get("/evaluations/{evaluation_id}/sample")
@@ -389,10 +385,10 @@ def sample(
 ) -> Response:
     """One sample: transcript, rewards, metrics, timing, token usage, error."""
     principal = web_session.current_principal(request, session, settings)
-    data = views.sample_page(
+    page = views.sample_page(
         session, principal, evaluation_id, sample_id, settings.resolved_public_url()
     )
-    return render(request, "sample.html", data, principal)
+    return render(request, "sample.html", page, principal)
 
 
 @router.get("/compare")
@@ -409,19 +405,15 @@ def compare(
     principal = web_session.current_principal(request, session, settings)
     # `pick` comes from the list's checkboxes; normalise to one `ids` list for the links.
     ids = ",".join([part.strip() for part in ids.split(",") if part.strip()] + (pick or []))
-    data = views.compare_page(
+    page = views.compare_page(
         session,
         principal,
-        ids.split(","),
+        ids,
         after=_integer("after", after),
         limit=limit,
         public_url=settings.resolved_public_url(),
     )
-    data["ids"] = ids
-    data["first_query"] = urlencode({"ids": ids, "limit": limit})
-    if data["next_after"] is not None:
-        data["next_query"] = urlencode({"ids": ids, "after": data["next_after"], "limit": limit})
-    return render(request, "compare.html", data, principal)
+    return render(request, "compare.html", page, principal)
 
 
 @router.get("/compare/example")
@@ -437,10 +429,10 @@ def compare_example(
     example_id = _integer("example", example)
     if example_id is None:
         raise BadRequest("Query parameter 'example' is required: the example id to show.")
-    data = views.example_side_by_side(
-        session, principal, ids.split(","), example_id, settings.resolved_public_url()
+    page = views.example_side_by_side(
+        session, principal, ids, example_id, settings.resolved_public_url()
     )
-    return render(request, "compare_example.html", data, principal)
+    return render(request, "compare_example.html", page, principal)
 
 
 def not_found_page(request: Request) -> Response | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import html
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from proctor.server.db.models import Evaluation
@@ -42,10 +43,6 @@ class ExampleSummary:
     """Mean over examples of each example's mean reward."""
     mean_histogram: list[Bucket]
     """Histogram of the per-example mean rewards."""
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON form."""
-        return asdict(self)
 
 
 def reward_range(evaluation: Evaluation) -> tuple[float, float]:
@@ -143,8 +140,11 @@ def evaluation_stats(
     return computed
 
 
-def histogram_svg(buckets: list[Bucket], *, label: str, width: int = 520, height: int = 150) -> str:
-    """An inline SVG bar chart of `buckets`; the text in it is numbers or escaped."""
+def histogram_svg(
+    buckets: list[Bucket], *, label: str, width: int = 520, height: int = 150
+) -> Markup:
+    """An inline SVG bar chart of `buckets` (templates call it); the text in it is numbers or
+    escaped."""
     pad_left, pad_bottom, pad_top = 36, 22, 8
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     peak = max((b.count for b in buckets), default=0) or 1
@@ -176,4 +176,4 @@ def histogram_svg(buckets: list[Bucket], *, label: str, width: int = 520, height
                 f'class="tick">{value:.2f}</text>'
             )
     parts.append("</svg>")
-    return "".join(parts)
+    return Markup("".join(parts))

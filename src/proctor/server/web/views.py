@@ -1,8 +1,8 @@
-"""The dashboard's view models: one function per page, returning plain JSON-ready data.
+"""The dashboard's pages: one function per page, returning its model (`pages`) complete.
 
-The HTML page and its JSON twin (`?format=json`) are both rendered from the same call, and
-each call goes through the evaluations service, so the dashboard sees exactly what the API
-with the same key sees.
+The HTML page and its JSON twin (`?format=json`) are both rendered from the same model,
+and each call goes through the evaluations service, so the dashboard sees exactly what the
+API with the same key sees.
 """
 
 from __future__ import annotations
@@ -13,31 +13,55 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from proctor.contract import TERMINAL_STATUSES, Status
 from proctor.server.auth.schemas import Principal
-from proctor.server.db.base import as_utc, utcnow
+from proctor.server.db.base import as_utc, iso_utc, utcnow
 from proctor.server.db.models import Evaluation, Sample
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.repository import SampleOrder
+from proctor.server.evaluations.schemas import EvaluationStats, PairedComparison
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
 from proctor.server.web import markdown, stats, transcript
+from proctor.server.web.pages import (
+    CompareColumn,
+    CompareExample,
+    CompareMetric,
+    ComparePage,
+    EvaluationHeader,
+    EvaluationListPage,
+    EvaluationPage,
+    EvaluationRow,
+    ExamplePage,
+    ListFilterValues,
+    MeanCell,
+    Message,
+    MetricRow,
+    Number,
+    Progress,
+    SampleDetail,
+    SamplePage,
+    SampleRow,
+    SamplesPage,
+    SamplesTable,
+    SampleTrace,
+    ToolCall,
+)
 
 logger = logging.getLogger(__name__)
 
 STATUSES: tuple[str, ...] = tuple(Status)
 SORTS: dict[str, SampleOrder] = {"seq": "seq", "-reward": "reward_desc", "reward": "reward_asc"}
-
-
-def _time(value: datetime | None) -> str | None:
-    value = as_utc(value)
-    return None if value is None else value.isoformat()
+REFRESH_S = 5
+"""How often a page showing a live evaluation refreshes (seconds)."""
 
 
 def _duration(start: datetime | None, end: datetime | None) -> float | None:
@@ -73,45 +97,44 @@ class SamplesQuery:
     example: int | None = None
 
 
-def mean_cell(figures: dict[str, Any]) -> dict[str, Any]:
+def mean_cell(figures: dict[str, Any]) -> MeanCell:
     """What a page shows of the headline mean: value, ± half-width, examples x rollouts."""
     reward = figures["reward"]
-    return {
-        "mean": reward["mean"],
-        "half_width": reward["half_width"],
-        "ci95": reward["ci95"],
-        "n_examples": reward["n_examples"],
-        "n_samples": reward["n_samples"],
-        "n_errored": reward["n_errored"],
-        "rollouts": reward["rollouts_per_example"],
-        "headline": figures["headline"],
-    }
+    return MeanCell(
+        mean=reward["mean"],
+        half_width=reward["half_width"],
+        ci95=reward["ci95"],
+        n_examples=reward["n_examples"],
+        n_samples=reward["n_samples"],
+        n_errored=reward["n_errored"],
+        rollouts=reward["rollouts_per_example"],
+        headline=figures["headline"],
+    )
 
 
 def evaluation_row(
     evaluation: Evaluation, public_url: str, session: Session | None = None
-) -> dict[str, Any]:
+) -> EvaluationRow:
     """The list's summary of one evaluation (with its mean when `session` is given)."""
     figures = None if session is None else evaluation_stats.evaluation_stats(session, evaluation)
-    return {
-        "id": evaluation.id,
-        "name": evaluation.name,
-        "status": evaluation.status,
-        "environment": ", ".join(str(n) for n in evaluation.environment_names)
-        or evaluation.dataset,
-        "model": evaluation.model_name,
-        "samples": evaluation.total_samples,
-        "mean_reward": None if figures is None else mean_cell(figures),
-        "is_hosted": evaluation.is_hosted,
-        "team_id": evaluation.team_id,
-        "created_at": _time(evaluation.created_at),
-        "viewer_url": render.viewer_url(public_url, evaluation.id),
-    }
+    return EvaluationRow(
+        id=evaluation.id,
+        name=evaluation.name,
+        status=Status(evaluation.status),
+        environment=", ".join(str(n) for n in evaluation.environment_names) or evaluation.dataset,
+        model=evaluation.model_name,
+        samples=evaluation.total_samples,
+        mean_reward=None if figures is None else mean_cell(figures),
+        is_hosted=evaluation.is_hosted,
+        team_id=evaluation.team_id,
+        created_at=iso_utc(evaluation.created_at),
+        viewer_url=render.viewer_url(public_url, evaluation.id),
+    )
 
 
 def evaluation_list(
     session: Session, principal: Principal, filters: ListFilters, public_url: str
-) -> dict[str, Any]:
+) -> EvaluationListPage:
     """The evaluations list page."""
     if filters.status is not None and filters.status not in STATUSES:
         raise BadRequest(
@@ -129,36 +152,41 @@ def evaluation_list(
         is_hosted=filters.hosted,
     )
     rows = [evaluation_row(e, public_url, session) for e in evaluations]
-    return {
-        "evaluations": rows,
-        "total": total,
-        "skip": filters.skip,
-        "limit": filters.limit,
-        "filters": {
-            "status": filters.status,
-            "environment": filters.environment,
-            "model": filters.model,
-            "hosted": filters.hosted,
-        },
-        "live": any(is_live(row["status"]) for row in rows),
-        "covers": evaluation_stats.MEAN_COVERS,
-    }
-
-
-def _header(evaluation: Evaluation, public_url: str) -> dict[str, Any]:
-    fields = render.record_fields(evaluation, public_url)
-    try:
-        fields["metadata"] = json.loads(evaluation.metadata_raw)
-    except ValueError:
-        fields["metadata"] = {}
-    fields["duration_s"] = _duration(
-        evaluation.started_at or evaluation.created_at, evaluation.completed_at
+    live = any(is_live(row.status) for row in rows)
+    return EvaluationListPage(
+        evaluations=rows,
+        total=total,
+        skip=filters.skip,
+        limit=filters.limit,
+        filters=ListFilterValues(
+            status=filters.status,
+            environment=filters.environment,
+            model=filters.model,
+            hosted=filters.hosted,
+        ),
+        live=live,
+        refresh_s=REFRESH_S if live else None,
+        covers=evaluation_stats.MEAN_COVERS,
+        statuses=list(STATUSES),
     )
-    fields["live"] = is_live(evaluation.status)
+
+
+def _header(evaluation: Evaluation, public_url: str) -> EvaluationHeader:
+    try:
+        metadata = json.loads(evaluation.metadata_raw)
+    except ValueError:
+        metadata = {}
     metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
     avg_metrics = metrics.get("avg_metrics")
-    fields["reward_means"] = avg_metrics if isinstance(avg_metrics, dict) else {}
-    return fields
+    return EvaluationHeader(
+        **render.record_fields(evaluation, public_url),
+        metadata=metadata if isinstance(metadata, dict) else {},
+        duration_s=_duration(
+            evaluation.started_at or evaluation.created_at, evaluation.completed_at
+        ),
+        live=is_live(evaluation.status),
+        reward_means=avg_metrics if isinstance(avg_metrics, dict) else {},
+    )
 
 
 def _sample_data(sample: Sample) -> dict[str, Any]:
@@ -170,22 +198,22 @@ def _sample_data(sample: Sample) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _sample_row(sample: Sample) -> dict[str, Any]:
+def _sample_row(sample: Sample) -> SampleRow:
     data = _sample_data(sample)
-    return {
-        "seq": sample.seq,
-        "sample_id": sample.sample_id,
-        "example_id": sample.example_id,
-        "rollout_number": sample.rollout_number,
-        "reward": sample.reward,
-        "has_error": sample.has_error,
-        "error": transcript.error_message(data.get("error")),
-        "num_turns": data.get("num_turns"),
-        "preview": transcript.preview(data),
-    }
+    return SampleRow(
+        seq=sample.seq,
+        sample_id=sample.sample_id,
+        example_id=sample.example_id,
+        rollout_number=sample.rollout_number,
+        reward=sample.reward,
+        has_error=sample.has_error,
+        error=transcript.error_message(data.get("error")),
+        num_turns=data.get("num_turns"),
+        preview=transcript.preview(data),
+    )
 
 
-def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery) -> dict[str, Any]:
+def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery) -> SamplesTable:
     """One page of a visible evaluation's samples, with whether another page follows."""
     order = SORTS.get(query.sort)
     if order is None:
@@ -202,15 +230,15 @@ def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery)
         errored=query.errored,
         example_id=query.example,
     )
-    return {
-        "samples": [_sample_row(s) for s in rows[: query.limit]],
-        "page": query.page,
-        "limit": query.limit,
-        "sort": query.sort,
-        "errored": query.errored,
-        "example": query.example,
-        "has_more": len(rows) > query.limit,
-    }
+    return SamplesTable(
+        samples=[_sample_row(s) for s in rows[: query.limit]],
+        page=query.page,
+        limit=query.limit,
+        sort=query.sort,
+        errored=query.errored,
+        example=query.example,
+        has_more=len(rows) > query.limit,
+    )
 
 
 def _hosted_logs(
@@ -237,7 +265,7 @@ def evaluation_page(
     app: FastAPI,
     pass_threshold: float | None = None,
     logs_from: int = 0,
-) -> dict[str, Any]:
+) -> EvaluationPage:
     """The evaluation page: header, mean, histograms, pass@k, logs and a samples page.
 
     `logs_from` skips that many characters of the hosted log (a live page asks only for
@@ -247,30 +275,27 @@ def evaluation_page(
     summary = evaluation_stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
     threshold = summary["pass_threshold"]
     figures = stats.evaluation_stats(session, evaluation, threshold=threshold)
-    examples = figures.examples
     logs = _hosted_logs(session, principal, evaluation, app)
     header = _header(evaluation, public_url)
-    return {
-        "evaluation": header,
-        "stats": summary,
-        "mean": mean_cell(summary),
-        "covers": summary["covers"],
-        "progress": _progress(session, evaluation, header),
-        "metric_rows": _metric_rows(evaluation),
-        "errored": figures.errored,
-        "histogram": [b.__dict__ for b in figures.histogram],
-        "histogram_svg": stats.histogram_svg(figures.histogram, label="reward histogram"),
-        "examples": None if examples is None else examples.to_json(),
-        "examples_svg": None
-        if examples is None
-        else stats.histogram_svg(examples.mean_histogram, label="mean reward per example"),
+    return EvaluationPage(
+        evaluation=header,
+        stats=EvaluationStats.model_validate(summary),
+        mean=mean_cell(summary),
+        covers=summary["covers"],
+        progress=_progress(session, evaluation, header.live),
+        metric_rows=_metric_rows(evaluation),
+        errored=figures.errored,
+        histogram=figures.histogram,
+        examples=figures.examples,
         # A log shorter than what the page has shown was restarted or cut: send it whole.
-        "logs": None if logs is None else logs[logs_from if len(logs) >= logs_from else 0 :],
-        "logs_reset": logs is not None and len(logs) < logs_from,
-        "logs_from": logs_from,
-        "logs_length": None if logs is None else len(logs),
-        "table": samples_table(session, evaluation, query),
-    }
+        logs=None if logs is None else logs[logs_from if len(logs) >= logs_from else 0 :],
+        logs_reset=logs is not None and len(logs) < logs_from,
+        logs_from=logs_from,
+        logs_length=None if logs is None else len(logs),
+        table=samples_table(session, evaluation, query),
+        cancellable=header.is_hosted and header.live,
+        refresh_s=REFRESH_S if header.live else None,
+    )
 
 
 def _expected(session: Session, evaluation: Evaluation) -> int | None:
@@ -291,31 +316,29 @@ def _expected(session: Session, evaluation: Evaluation) -> int | None:
     return None
 
 
-def _progress(session: Session, evaluation: Evaluation, header: dict[str, Any]) -> dict[str, Any]:
+def _progress(session: Session, evaluation: Evaluation, live: bool) -> Progress:
     """Samples so far of expected, time since start and, while running, an estimate to go."""
     expected = _expected(session, evaluation)
     done = evaluation.total_samples
-    started = as_utc(evaluation.started_at)
-    end = as_utc(evaluation.completed_at) if not header["live"] else utcnow()
-    elapsed = None if started is None or end is None else (end - started).total_seconds()
+    elapsed = _duration(evaluation.started_at, utcnow() if live else evaluation.completed_at)
     eta = None
-    if header["live"] and expected and elapsed and 0 < done < expected:
+    if live and expected and elapsed and 0 < done < expected:
         eta = elapsed / done * (expected - done)
-    return {
-        "done": done,
-        "expected": expected,
-        "fraction": min(done / expected, 1.0) if expected else None,
-        "elapsed_s": elapsed,
-        "eta_s": eta,
-    }
+    return Progress(
+        done=done,
+        expected=expected,
+        fraction=min(done / expected, 1.0) if expected else None,
+        elapsed_s=elapsed,
+        eta_s=eta,
+    )
 
 
-def _metric_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+def _metric_rows(evaluation: Evaluation) -> list[MetricRow]:
     """The run summary the client wrote, except `avg_reward`: the headline mean replaces it
     (a client's average may count errored rollouts as 0; the page shows one mean)."""
     metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
     return [
-        {"name": name, "value": value}
+        MetricRow(name=name, value=value)
         for name, value in metrics.items()
         if name not in ("avg_metrics", "avg_reward")
     ]
@@ -328,59 +351,68 @@ def cancel_hosted(session: Session, principal: Principal, evaluation_id: str) ->
 
 def samples_page(
     session: Session, principal: Principal, evaluation_id: str, query: SamplesQuery, public_url: str
-) -> dict[str, Any]:
+) -> SamplesPage:
     """A samples page of an evaluation (no statistics: just the header and the table)."""
     evaluation = service.get_visible(session, principal, evaluation_id)
-    return {
-        "evaluation": _header(evaluation, public_url),
-        "table": samples_table(session, evaluation, query),
-    }
+    return SamplesPage(
+        evaluation=_header(evaluation, public_url),
+        table=samples_table(session, evaluation, query),
+    )
 
 
-def _sample_detail(sample: Sample) -> dict[str, Any]:
+def _message(message: dict[str, Any]) -> Message:
+    content = message["content"]
+    return Message(
+        role=message["role"],
+        name=message["name"],
+        content=content,
+        tool_calls=[ToolCall(**call) for call in message["tool_calls"]],
+        tool_call_id=message["tool_call_id"],
+        html=markdown.render(content) if content else Markup(""),
+    )
+
+
+def _sample_detail(sample: Sample) -> SampleDetail:
     data = _sample_data(sample)
-    messages = transcript.transcript(data)
-    for message in messages:
-        message["html"] = markdown.render(message["content"]) if message["content"] else ""
-    return {
-        "sample_id": sample.sample_id,
-        "seq": sample.seq,
-        "example_id": sample.example_id,
-        "rollout_number": sample.rollout_number,
-        "reward": sample.reward,
-        "has_error": sample.has_error,
-        "rewards": transcript.reward_scores(data),
-        "metrics": transcript.numbers(data.get("metrics")),
-        "timing": transcript.numbers(data.get("timing")),
-        "token_usage": transcript.numbers(data.get("token_usage")),
-        "error": transcript.error_message(data.get("error")),
-        "stop_condition": data.get("stop_condition"),
+    return SampleDetail(
+        sample_id=sample.sample_id,
+        seq=sample.seq,
+        example_id=sample.example_id,
+        rollout_number=sample.rollout_number,
+        reward=sample.reward,
+        has_error=sample.has_error,
+        rewards=transcript.reward_scores(data),
+        metrics=transcript.numbers(data.get("metrics")),
+        timing=transcript.numbers(data.get("timing")),
+        token_usage=transcript.numbers(data.get("token_usage")),
+        error=transcript.error_message(data.get("error")),
+        stop_condition=data.get("stop_condition"),
         # The task's answer is what the model should reach: the page calls it the target.
-        "target": data.get("answer"),
-        "num_turns": data.get("num_turns"),
-        "messages": messages,
-    }
+        target=data.get("answer"),
+        num_turns=data.get("num_turns"),
+        messages=[_message(m) for m in transcript.transcript(data)],
+    )
 
 
 def sample_page(
     session: Session, principal: Principal, evaluation_id: str, sample_id: str, public_url: str
-) -> dict[str, Any]:
+) -> SamplePage:
     """One sample: transcript, rewards, metrics, timing, token usage and error."""
     evaluation, sample = service.get_sample(session, principal, evaluation_id, sample_id)
     raw = _sample_data(sample)
     episode_id = raw.get("episode_id")
-    return {
-        "evaluation": evaluation_row(evaluation, public_url),
-        "sample": _sample_detail(sample),
-        "raw": raw,
+    return SamplePage(
+        evaluation=evaluation_row(evaluation, public_url),
+        sample=_sample_detail(sample),
+        raw=raw,
         # The records the traces service stored for this sample's episode, if any.
-        "traces": [
-            {"summary": summary, "document": json.loads(document)}
+        traces=[
+            SampleTrace(summary=summary, document=json.loads(document))
             for summary, document in traces.sample_traces(
                 session, evaluation.id, episode_id if isinstance(episode_id, str) else sample_id
             )
         ],
-    }
+    )
 
 
 def _environment_of(evaluation: Evaluation) -> str:
@@ -388,21 +420,13 @@ def _environment_of(evaluation: Evaluation) -> str:
     return ", ".join(sorted(names)) if names else (evaluation.dataset or "")
 
 
-def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[dict[str, Any]]:
-    figures = [evaluation_stats.evaluation_stats(session, e) for e in evaluations]
-    rows: list[dict[str, Any]] = [
-        {"name": "samples", "values": [e.total_samples for e in evaluations]},
-        {"name": "errored samples", "values": [f["reward"]["n_errored"] for f in figures]},
-        {"name": evaluation_stats.MEAN_LABEL, "values": [f["reward"]["mean"] for f in figures]},
-        {"name": "± (95% CI)", "values": [f["reward"]["half_width"] for f in figures]},
-        {"name": "examples", "values": [f["reward"]["n_examples"] for f in figures]},
-        {"name": "prompt tokens", "values": [f["usage"]["prompt_tokens"] for f in figures]},
-        {
-            "name": "completion tokens",
-            "values": [f["usage"]["completion_tokens"] for f in figures],
-        },
-        {"name": "model time (s)", "values": [f["usage"]["model_s"] for f in figures]},
-    ]
+def _compare_metric(name: str, values: list[Number | None]) -> CompareMetric:
+    present = [v for v in values if v is not None]
+    return CompareMetric(name=name, values=values, differs=len(set(present)) > 1)
+
+
+def _summary_names(evaluations: list[Evaluation]) -> list[str]:
+    """The numeric run-summary values any evaluation wrote (`avg_metrics.*` spelled out)."""
     names: list[str] = []
     for evaluation in evaluations:
         metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
@@ -411,37 +435,65 @@ def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[dict[
                 names.extend(f"avg_metrics.{k}" for k in value if f"avg_metrics.{k}" not in names)
             elif isinstance(value, int | float) and name not in names and name != "avg_reward":
                 names.append(name)
-    for name in names:
-        values = []
-        for evaluation in evaluations:
-            metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
-            if name.startswith("avg_metrics."):
-                nested = metrics.get("avg_metrics")
-                value = nested.get(name[12:]) if isinstance(nested, dict) else None
-            else:
-                value = metrics.get(name)
-            values.append(value if isinstance(value, int | float) else None)
-        rows.append({"name": name, "values": values})
-    for row in rows:
-        numbers = [v for v in row["values"] if v is not None]
-        row["differs"] = len(set(numbers)) > 1
-    return rows
+    return names
+
+
+def _summary_value(evaluation: Evaluation, name: str) -> Number | None:
+    metrics = evaluation.metrics if isinstance(evaluation.metrics, dict) else {}
+    if name.startswith("avg_metrics."):
+        nested = metrics.get("avg_metrics")
+        value = nested.get(name[12:]) if isinstance(nested, dict) else None
+    else:
+        value = metrics.get(name)
+    return value if isinstance(value, int | float) else None
+
+
+def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[CompareMetric]:
+    figures = [evaluation_stats.evaluation_stats(session, e) for e in evaluations]
+    rows: list[tuple[str, list[Number | None]]] = [
+        ("samples", [e.total_samples for e in evaluations]),
+        ("errored samples", [f["reward"]["n_errored"] for f in figures]),
+        (evaluation_stats.MEAN_LABEL, [f["reward"]["mean"] for f in figures]),
+        ("± (95% CI)", [f["reward"]["half_width"] for f in figures]),
+        ("examples", [f["reward"]["n_examples"] for f in figures]),
+        ("prompt tokens", [f["usage"]["prompt_tokens"] for f in figures]),
+        ("completion tokens", [f["usage"]["completion_tokens"] for f in figures]),
+        ("model time (s)", [f["usage"]["model_s"] for f in figures]),
+    ]
+    rows += [
+        (name, [_summary_value(e, name) for e in evaluations])
+        for name in _summary_names(evaluations)
+    ]
+    return [_compare_metric(name, values) for name, values in rows]
+
+
+def _compare_example(example_id: int, means: list[float | None]) -> CompareExample:
+    a, b = means[0], means[1]
+    present = [m for m in means if m is not None]
+    return CompareExample(
+        example_id=example_id,
+        means=means,
+        diff=None if a is None or b is None else b - a,
+        spread=max(present) - min(present) if len(present) > 1 else None,
+    )
 
 
 def compare_page(
     session: Session,
     principal: Principal,
-    evaluation_ids: list[str],
+    ids: str,
     *,
     after: int | None,
     limit: int,
     public_url: str,
-) -> dict[str, Any]:
-    """Evaluations of one environment: the paired difference of the first two, then
-    per-example mean rewards with B - A, paged by example id (`after` = the last shown).
+) -> ComparePage:
+    """Evaluations of one environment (`ids`, comma-separated): the paired difference of the
+    first two, then per-example mean rewards with B - A, paged by example id (`after` = the
+    last shown).
     """
-    ids = evaluation_stats.parse_ids(",".join(evaluation_ids))
-    evaluations = [service.get_visible(session, principal, i) for i in ids]
+    evaluations = [
+        service.get_visible(session, principal, i) for i in evaluation_stats.parse_ids(ids)
+    ]
     environments = {_environment_of(e) for e in evaluations}
     if len(environments) > 1:
         raise BadRequest(
@@ -453,50 +505,45 @@ def compare_page(
     all_ids = evaluation_stats.example_ids(session, evaluations)
     start = 0 if after is None else bisect.bisect_right(all_ids, after)
     page = all_ids[start : start + limit]
-    examples = []
-    for example_id in page:
-        row_means = [m.get(example_id) for m in means]
-        a, b = row_means[0], row_means[1]
-        present = [m for m in row_means if m is not None]
-        examples.append(
-            {
-                "example_id": example_id,
-                "means": row_means,
-                "diff": None if a is None or b is None else b - a,
-                "spread": max(present) - min(present) if len(present) > 1 else None,
-            }
-        )
     has_more = start + limit < len(all_ids)
-    return {
-        "environment": environments.pop(),
-        "evaluations": [evaluation_row(e, public_url, session) for e in evaluations],
-        "paired": evaluation_stats.paired(session, evaluations[0], evaluations[1], listed=50),
-        "covers": evaluation_stats.MEAN_COVERS,
-        "metrics": _metric_table(session, evaluations),
-        "examples": examples,
-        "after": after,
-        "limit": limit,
-        "next_after": page[-1] if has_more and page else None,
-    }
+    next_after = page[-1] if has_more and page else None
+    return ComparePage(
+        environment=environments.pop(),
+        evaluations=[evaluation_row(e, public_url, session) for e in evaluations],
+        paired=PairedComparison.model_validate(
+            evaluation_stats.paired(session, evaluations[0], evaluations[1], listed=50)
+        ),
+        covers=evaluation_stats.MEAN_COVERS,
+        metrics=_metric_table(session, evaluations),
+        examples=[_compare_example(i, [m.get(i) for m in means]) for i in page],
+        after=after,
+        limit=limit,
+        next_after=next_after,
+        ids=ids,
+        first_query=urlencode({"ids": ids, "limit": limit}),
+        next_query=None
+        if next_after is None
+        else urlencode({"ids": ids, "after": next_after, "limit": limit}),
+    )
 
 
 def example_side_by_side(
     session: Session,
     principal: Principal,
-    evaluation_ids: list[str],
+    ids: str,
     example_id: int,
     public_url: str,
-) -> dict[str, Any]:
-    """One example's rollouts in each evaluation, transcripts side by side."""
-    ids = evaluation_stats.parse_ids(",".join(evaluation_ids))
-    evaluations = [service.get_visible(session, principal, i) for i in ids]
+) -> ExamplePage:
+    """One example's rollouts in each evaluation (`ids`, comma-separated), side by side."""
+    parsed = evaluation_stats.parse_ids(ids)
+    evaluations = [service.get_visible(session, principal, i) for i in parsed]
     columns = []
     for evaluation in evaluations:
         rows = service.list_sample_rows(session, evaluation, limit=20, example_id=example_id)
         columns.append(
-            {
-                "evaluation": evaluation_row(evaluation, public_url),
-                "samples": [_sample_detail(s) for s in rows],
-            }
+            CompareColumn(
+                evaluation=evaluation_row(evaluation, public_url),
+                samples=[_sample_detail(s) for s in rows],
+            )
         )
-    return {"example_id": example_id, "columns": columns, "ids": ",".join(ids)}
+    return ExamplePage(example_id=example_id, columns=columns, ids=",".join(parsed))

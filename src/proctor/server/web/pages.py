@@ -1,0 +1,313 @@
+"""The dashboard's pages as typed models: what each page shows, complete when `views` returns it.
+
+Each page has one model, built in one function of `views`; the HTML template reads its
+fields and the JSON twin (`?format=json`, what live pages patch from) is the same model
+serialized, so the two never differ and nothing is added to a page after it is built.
+
+Pydantic (frozen models), not dataclasses: the pages hold the API's own response models
+(`EvaluationRecord`, `EvaluationStats`, `PairedComparison`), so the dashboard and the API
+share one definition of each, and the JSON twin is one `model_dump_json()` (which also
+writes a non-finite number as null instead of failing). Pages carry data, never markup:
+the histograms are drawn by the template (`histogram_svg`), and the one HTML field, a
+message's rendered markdown, is `SafeHtml`, which escapes any text that is not already
+`Markup`.
+
+Fields a client sent as it liked (a sample's answer, stop condition, turn count, a
+message's name) are `JsonValue`: a sample is stored as sent and shown as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from markupsafe import Markup, escape
+from pydantic import BaseModel, ConfigDict, JsonValue, PlainSerializer, PlainValidator
+
+from proctor.contract import Status
+from proctor.server.evaluations.schemas import EvaluationRecord, EvaluationStats, PairedComparison
+from proctor.server.traces.schemas import TraceSummary
+from proctor.server.web.stats import Bucket, ExampleSummary
+
+
+def _safe_html(value: Any) -> Markup:
+    return value if isinstance(value, Markup) else escape(str(value))
+
+
+SafeHtml = Annotated[Markup, PlainValidator(_safe_html), PlainSerializer(str, return_type=str)]
+"""HTML that is safe to insert: `Markup` as given, any other text escaped."""
+
+Number = int | float | bool
+"""A run-summary value as the client wrote it (kept as int, float or bool)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- parts shared by pages -------------------------------------------------------------------
+
+
+class MeanCell(_Model):
+    """What a page shows of the headline mean: value, ± half-width, examples x rollouts."""
+
+    mean: float | None
+    half_width: float | None
+    ci95: list[float] | None
+    n_examples: int
+    n_samples: int
+    n_errored: int
+    rollouts: str
+    headline: str
+
+
+class EvaluationRow(_Model):
+    """The summary of one evaluation (a list row, a compare column, a sample's crumbs)."""
+
+    id: str
+    name: str
+    status: Status
+    environment: str | None
+    model: str | None
+    samples: int
+    mean_reward: MeanCell | None
+    """None where the page does not compute it (a sample, a side-by-side column)."""
+    is_hosted: bool
+    team_id: str | None
+    created_at: str | None
+    viewer_url: str
+
+
+class EvaluationHeader(EvaluationRecord):
+    """An evaluation's header: the API's record, plus what the page derives from it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    duration_s: float | None
+    live: bool
+    """Whether it may still change (the page refreshes while it is)."""
+    reward_means: dict[str, Any]
+    """The run summary's `avg_metrics`."""
+
+
+class SampleRow(_Model):
+    """One row of a samples table."""
+
+    seq: int
+    sample_id: str
+    example_id: int | None
+    rollout_number: int | None
+    reward: float | None
+    has_error: bool
+    error: str | None
+    num_turns: JsonValue
+    preview: str
+    """The start of the model's last answer."""
+
+
+class SamplesTable(_Model):
+    """One page of an evaluation's samples, with the query that chose them."""
+
+    samples: list[SampleRow]
+    page: int
+    limit: int
+    sort: str
+    errored: bool | None
+    example: int | None
+    has_more: bool
+
+
+class ToolCall(_Model):
+    """A tool call of a message, its arguments pretty-printed."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(_Model):
+    """One message of a transcript."""
+
+    role: str
+    name: JsonValue
+    content: str
+    tool_calls: list[ToolCall]
+    tool_call_id: JsonValue
+    html: SafeHtml
+    """`content` rendered as markdown (empty when there is none)."""
+
+
+class SampleDetail(_Model):
+    """A sample as the sample page (and a side-by-side column) shows it."""
+
+    sample_id: str
+    seq: int
+    example_id: int | None
+    rollout_number: int | None
+    reward: float | None
+    has_error: bool
+    rewards: dict[str, float]
+    """Each reward function's score."""
+    metrics: dict[str, Any]
+    timing: dict[str, Any]
+    token_usage: dict[str, Any]
+    error: str | None
+    stop_condition: JsonValue
+    target: JsonValue
+    """The task's answer: what the model should reach."""
+    num_turns: JsonValue
+    messages: list[Message]
+
+
+# -- the evaluations list ----------------------------------------------------------------------
+
+
+class ListFilterValues(_Model):
+    """The list's filters as applied (the form shows them again)."""
+
+    status: str | None
+    environment: str | None
+    model: str | None
+    hosted: bool | None
+
+
+class EvaluationListPage(_Model):
+    """`/evaluations`: the evaluations the key sees, filtered and paged."""
+
+    evaluations: list[EvaluationRow]
+    total: int
+    skip: int
+    limit: int
+    filters: ListFilterValues
+    live: bool
+    """Whether any listed evaluation may still change."""
+    refresh_s: int | None
+    """How often the page refreshes (None: it does not)."""
+    covers: str
+    statuses: list[str]
+    """The status filter's choices."""
+
+
+# -- an evaluation -------------------------------------------------------------------------------
+
+
+class Progress(_Model):
+    """Samples so far of expected, time since start and, while running, an estimate to go."""
+
+    done: int
+    expected: int | None
+    fraction: float | None
+    elapsed_s: float | None
+    eta_s: float | None
+
+
+class MetricRow(_Model):
+    """One value of the run summary the client wrote."""
+
+    name: str
+    value: JsonValue
+
+
+class EvaluationPage(_Model):
+    """`/evaluations/{id}`: header, mean, histograms, pass@k, hosted logs and samples."""
+
+    evaluation: EvaluationHeader
+    stats: EvaluationStats
+    """The API's `/stats` answer."""
+    mean: MeanCell
+    covers: str
+    progress: Progress
+    metric_rows: list[MetricRow]
+    errored: int
+    histogram: list[Bucket]
+    examples: ExampleSummary | None
+    """Per-example figures; None unless some example has several rollouts."""
+    logs: str | None
+    """The hosted log from `logs_from` on (whole when `logs_reset`); None unless hosted."""
+    logs_reset: bool
+    logs_from: int
+    logs_length: int | None
+    table: SamplesTable
+    cancellable: bool
+    refresh_s: int | None
+
+
+class SamplesPage(_Model):
+    """`/evaluations/{id}/samples`: the header and a samples table."""
+
+    evaluation: EvaluationHeader
+    table: SamplesTable
+
+
+class SampleTrace(_Model):
+    """A trace the traces service stored for a sample's episode."""
+
+    summary: TraceSummary
+    """As `GET /traces/{id}` answers it."""
+    document: dict[str, Any]
+    """The trace record as uploaded."""
+
+
+class SamplePage(_Model):
+    """`/evaluations/{id}/samples/{sample_id}`: one sample, the sample as stored, its traces."""
+
+    evaluation: EvaluationRow
+    sample: SampleDetail
+    raw: dict[str, Any]
+    traces: list[SampleTrace]
+
+
+# -- compare ---------------------------------------------------------------------------------------
+
+
+class CompareMetric(_Model):
+    """One row of the compare page's metric table: a value per evaluation."""
+
+    name: str
+    values: list[Number | None]
+    differs: bool
+    """Whether the values present are not all the same."""
+
+
+class CompareExample(_Model):
+    """One example's mean reward in each evaluation."""
+
+    example_id: int
+    means: list[float | None]
+    diff: float | None
+    """B - A (the first two), when both scored it."""
+    spread: float | None
+    """Highest minus lowest mean, when two or more scored it."""
+
+
+class ComparePage(_Model):
+    """`/compare`: the paired difference of the first two, metrics, per-example means."""
+
+    environment: str
+    evaluations: list[EvaluationRow]
+    paired: PairedComparison
+    covers: str
+    metrics: list[CompareMetric]
+    examples: list[CompareExample]
+    after: int | None
+    limit: int
+    next_after: int | None
+    """`after` of the next page; None on the last."""
+    ids: str
+    """The compared ids, comma-separated (for the page's links)."""
+    first_query: str
+    next_query: str | None
+
+
+class CompareColumn(_Model):
+    """One evaluation's rollouts of the example."""
+
+    evaluation: EvaluationRow
+    samples: list[SampleDetail]
+
+
+class ExamplePage(_Model):
+    """`/compare/example`: one example's transcripts in each evaluation, side by side."""
+
+    example_id: int
+    columns: list[CompareColumn]
+    ids: str
