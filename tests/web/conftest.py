@@ -1,12 +1,15 @@
-"""Fixtures of the dashboard tests: the app in-process on a migrated database, seeded.
+"""Fixtures of the dashboard tests: the app in-process on a migrated database, seeded, and
+for the browser tests a real `proctor server` seeded the same way, with Debian's chromium.
 
 `db_url` comes from the server suite, so these run on SQLite and, in CI, on PostgreSQL too.
 `seed()` creates two users' evaluations through the real API: alice's own, one of her
-team's, and one of bob's team she must never see.
+team's, and one of bob's team she must never see; `seeded_platform` does the same on a real
+server (alice's own run has tool calls and four rollouts per example).
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +17,16 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from proctor.server.app import create_app
+from proctor.server.db.models import HostedEvaluation
+from tests.conftest import Platform
+from tests.procs import PROCTOR
 from tests.server.conftest import Api, db_url, make_settings
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 __all__ = ["db_url"]
 
@@ -117,6 +127,30 @@ class Web:
         other = api.create(bob, name="red-secret-run", team_id="red", model_name="demo-a")
         return Seeded(alice, bob, own, team, other, second)
 
+    def hosted(self, key: str, *, num_examples: int, rollouts_per_example: int) -> str:
+        """A hosted evaluation of tool-calc; it stays PENDING (no launcher runs)."""
+        created = self.api.post(
+            "/hosted-evaluations",
+            key,
+            json={
+                "environment_ids": ["tool-calc"],
+                "inference_model": "demo",
+                "eval_config": {
+                    "num_examples": num_examples,
+                    "rollouts_per_example": rollouts_per_example,
+                },
+            },
+        )
+        assert created.status_code == 200, created.text
+        return str(created.json()["evaluation_id"])
+
+    def play_sandbox(self, hosted_id: str, log: Path) -> None:
+        """Play the sandbox's part: a local-backend handle whose log file is `log`."""
+        with self.api.db.write() as session:
+            row = session.get(HostedEvaluation, hosted_id)
+            assert row is not None
+            row.sandbox_handle, row.log_path = "4242", str(log)
+
 
 @pytest.fixture
 def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Web]:
@@ -127,3 +161,96 @@ def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield Web(Api(client, app.state.db, settings), client)
+
+
+# -- the browser tests' real server and browser ---------------------------------------------------
+
+
+def _cli(platform: Platform, *args: str) -> str:
+    done = subprocess.run(
+        [*PROCTOR, *args, "--data-dir", str(platform.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def _key(platform: Platform, name: str, team: str) -> str:
+    _cli(platform, "teams", "create", team)
+    return _cli(platform, "keys", "create", "--name", name, "--team", team).split()[0]
+
+
+def _seed(platform: Platform, key: str, bob_key: str) -> dict[str, str]:
+    with platform.client(key) as api:
+        env = api.post("/environmentshub/resolve", json={"name": "tool-calc"}).json()["data"]
+        ids: dict[str, str] = {}
+        for name, model in (("alice-calc", "demo-a"), ("alice-calc-b", "demo-b")):
+            created = api.post(
+                "/evaluations/",
+                json={"name": name, "model_name": model, "environments": [{"id": env["id"]}]},
+            )
+            assert created.status_code == 201, created.text
+            ids[name] = created.json()["evaluation_id"]
+        samples = [
+            tool_sample(e, r, 1.0 if (e + r) % 3 else 0.0) for e in range(6) for r in range(1, 5)
+        ]
+        samples[5]["error"] = {"type": "ModelError", "message": "the model timed out"}
+        assert api.post(f"/evaluations/{ids['alice-calc']}/samples", json={"samples": samples})
+        summary = {"avg_reward": 0.7, "avg_metrics": {"correct_answer": 0.7}}
+        assert api.post(f"/evaluations/{ids['alice-calc']}/finalize", json={"metrics": summary})
+        other = [tool_sample(e, 1, 0.5 + 0.1 * e) for e in range(6)]
+        assert api.post(f"/evaluations/{ids['alice-calc-b']}/samples", json={"samples": other})
+        team = api.post("/evaluations/", json={"name": "blue-team-run", "team_id": "blue"})
+        ids["blue-team-run"] = team.json()["evaluation_id"]
+    with platform.client(bob_key) as bob:
+        red = bob.post("/evaluations/", json={"name": "red-secret-run", "team_id": "red"})
+        assert red.status_code == 201, red.text
+        ids["red-secret-run"] = red.json()["evaluation_id"]
+    return ids
+
+
+@dataclass
+class SeededPlatform:
+    """A real server seeded through its API: alice's key and the evaluations' ids by name."""
+
+    platform: Platform
+    alice_key: str
+    ids: dict[str, str]
+
+
+@pytest.fixture
+def seeded_platform(platform: Platform) -> SeededPlatform:
+    """`platform` with keys made by the CLI and evaluations posted through the API."""
+    alice = _key(platform, "alice", "blue")
+    bob = _key(platform, "bob", "red")
+    return SeededPlatform(platform, alice, _seed(platform, alice, bob))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Debian chromium (never a downloaded browser)."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        yield chromium
+        chromium.close()
+
+
+def signed_in(browser: Browser, platform: Platform, key: str, **options: Any) -> Page:
+    """A page of a new browser context, signed in with `key` (`options`: the context's)."""
+    context = browser.new_context(**options)
+    page = context.new_page()
+    page.goto(f"{platform.url}/login")
+    page.fill("#api_key", key)
+    page.click("button[type=submit] >> text=Sign in")
+    expect(page).to_have_url(f"{platform.url}/evaluations")
+    return page
+
+
+def shot(page: Page, name: str) -> None:
+    """A full-page screenshot into `test-artifacts/screenshots/`."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

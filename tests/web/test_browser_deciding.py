@@ -3,16 +3,10 @@ did, the paired compare, phones, dark mode, the CSP and markdown that stays text
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import Platform
-from tests.web.conftest import tool_sample
-from tests.web.test_browser import _key, _seed, _shot, browser
-
-__all__ = ["browser"]
+from tests.web.conftest import SeededPlatform, shot, signed_in, tool_sample
 
 pytestmark = pytest.mark.browser
 
@@ -64,24 +58,19 @@ CONTRAST = """
 TEXT = [".status", ".hint", ".pm", ".shape", "a", "td", "th", ".tag", "small", "button", "dt"]
 
 
-def _signed_in(browser: Browser, platform: Platform, key: str, **options: Any) -> Page:
-    context = browser.new_context(**options)
-    page = context.new_page()
-    page.goto(f"{platform.url}/login")
-    page.fill("#api_key", key)
-    page.click("button[type=submit] >> text=Sign in")
-    expect(page).to_have_url(f"{platform.url}/evaluations")
-    return page
+@pytest.fixture
+def desktop(seeded_platform: SeededPlatform, browser: Browser) -> tuple[Page, list[str]]:
+    """A desktop-sized page signed in as alice, and the problems `_watch` collects on it."""
+    platform, alice = seeded_platform.platform, seeded_platform.alice_key
+    page = signed_in(browser, platform, alice, viewport={"width": 1280, "height": 800})
+    return page, _watch(page)
 
 
 def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
-    platform: Platform, browser: Browser
+    seeded_platform: SeededPlatform, desktop: tuple[Page, list[str]]
 ) -> None:
-    alice = _key(platform, "alice", "blue")
-    bob = _key(platform, "bob", "red")
-    ids = _seed(platform, alice, bob)
-    page = _signed_in(browser, platform, alice, viewport={"width": 1280, "height": 800})
-    problems = _watch(page)
+    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    page, problems = desktop
     page.goto(f"{platform.url}/evaluations")
     assert page.locator("body").get_attribute("data-poll-s") == "5"  # alice-calc-b runs
     page.check(f"input[value='{ids['alice-calc']}']")
@@ -100,7 +89,7 @@ def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
     assert page.is_checked(f"input[value='{ids['alice-calc']}']")
     assert page.is_checked(f"input[value='{ids['alice-calc-b']}']")
     assert page.input_value("input[name=model]") == "demo-"
-    _shot(page, "11-live-list")
+    shot(page, "11-live-list")
     for path in ("/evaluations", f"/evaluations/{ids['alice-calc']}"):
         page.goto(platform.url + path)
         assert page.evaluate(CONTRAST, TEXT) == [], path  # WCAG AA, light
@@ -108,13 +97,10 @@ def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
 
 
 def test_compare_leads_with_the_paired_difference_and_cells_open_both_transcripts(
-    platform: Platform, browser: Browser
+    seeded_platform: SeededPlatform, desktop: tuple[Page, list[str]]
 ) -> None:
-    alice = _key(platform, "alice", "blue")
-    bob = _key(platform, "bob", "red")
-    ids = _seed(platform, alice, bob)
-    page = _signed_in(browser, platform, alice, viewport={"width": 1280, "height": 800})
-    problems = _watch(page)
+    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    page, problems = desktop
     page.goto(f"{platform.url}/compare?ids={ids['alice-calc']},{ids['alice-calc-b']}")
     with platform.client(alice) as api:
         answer = api.get(
@@ -137,23 +123,21 @@ def test_compare_leads_with_the_paired_difference_and_cells_open_both_transcript
     expect(page.locator("#side-by-side section.side")).to_have_count(2)
     for side in page.locator("#side-by-side section.side").all():
         expect(side.locator(".message.role-assistant").first).to_be_visible()
-    _shot(page, "12-side-by-side")
+    shot(page, "12-side-by-side")
     assert problems == []
 
 
 def test_phone_width_dark_mode_csp_and_markdown_as_text(
-    platform: Platform, browser: Browser
+    seeded_platform: SeededPlatform, browser: Browser
 ) -> None:
-    alice = _key(platform, "alice", "blue")
-    bob = _key(platform, "bob", "red")
-    ids = _seed(platform, alice, bob)
+    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
     sample = tool_sample(9, 1, 1.0, sample_id="xss/../1")
     sample["completion"] = [{"role": "assistant", "content": XSS}]
     with platform.client(alice) as api:
         assert api.post(
             f"/evaluations/{ids['alice-calc-b']}/samples", json={"samples": [sample]}
         ).is_success
-    page = _signed_in(
+    page = signed_in(
         browser,
         platform,
         alice,
@@ -178,7 +162,7 @@ def test_phone_width_dark_mode_csp_and_markdown_as_text(
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")
         red, green, blue = (int(part) for part in background[4:-1].split(",")[:3])
         assert red + green + blue < 120, (name, background)  # dark
-        _shot(page, f"13-phone-dark-{name}")
+        shot(page, f"13-phone-dark-{name}")
     # The odd id opens from the table's link; the payload shows as text and never runs.
     page.goto(platform.url + pages["samples"])
     page.get_by_role("link", name="xss/../1").click()

@@ -7,7 +7,6 @@ import html
 import re
 from pathlib import Path
 
-from proctor.server.db.models import HostedEvaluation
 from tests.web.conftest import Web, tool_sample
 
 XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
@@ -131,23 +130,10 @@ def test_running_hosted_evaluation_shows_progress_new_log_text_and_cancels(
 ) -> None:
     seeded = web.seed()
     web.login(seeded.alice_key)
-    created = web.api.post(
-        "/hosted-evaluations",
-        seeded.alice_key,
-        json={
-            "environment_ids": ["tool-calc"],
-            "inference_model": "demo",
-            "eval_config": {"num_examples": 4, "rollouts_per_example": 2},
-        },
-    )
-    assert created.status_code == 200, created.text
-    hosted_id = created.json()["evaluation_id"]
+    hosted_id = web.hosted(seeded.alice_key, num_examples=4, rollouts_per_example=2)
     log = tmp_path / "sandbox.log"
     log.write_text("line one\n")
-    with web.api.db.write() as session:
-        row = session.get(HostedEvaluation, hosted_id)
-        assert row is not None
-        row.sandbox_handle, row.log_path = "4242", str(log)
+    web.play_sandbox(hosted_id, log)
     page = web.client.get(f"/evaluations/{hosted_id}")
     assert 'id="progress"' in page.text and "of 8 samples" in page.text
     assert 'id="cancel"' in page.text and 'data-length="9"' in page.text

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from proctor.server.db.models import HostedEvaluation
 from proctor.server.web import session as web_session
 from tests.web.conftest import Web
 
@@ -197,27 +196,14 @@ def test_single_rollout_runs_have_no_pass_at_k(web: Web) -> None:
 def test_hosted_evaluation_shows_its_sandbox_logs(web: Web, tmp_path: Path) -> None:
     seeded = web.seed()
     web.login(seeded.alice_key)
-    created = web.api.post(
-        "/hosted-evaluations",
-        seeded.alice_key,
-        json={
-            "environment_ids": ["tool-calc"],
-            "inference_model": "demo",
-            "eval_config": {"num_examples": 2, "rollouts_per_example": 1},
-        },
-    )
-    assert created.status_code == 200, created.text
-    hosted_id = created.json()["evaluation_id"]
+    hosted_id = web.hosted(seeded.alice_key, num_examples=2, rollouts_per_example=1)
     before = web.client.get(f"/evaluations/{hosted_id}")
     assert "Sandbox logs" in before.text and "(no output yet)" in before.text
     assert "data-poll-s=" in before.text  # PENDING: the page follows the run
     # Play the sandbox: a local-backend handle whose log file has some output.
     log = tmp_path / "sandbox.log"
     log.write_text("starting proctor eval\nrollout 1/2 done <ok>\n")
-    with web.api.db.write() as session:
-        row = session.get(HostedEvaluation, hosted_id)
-        assert row is not None
-        row.sandbox_handle, row.log_path = "4242", str(log)
+    web.play_sandbox(hosted_id, log)
     page = web.client.get(f"/evaluations/{hosted_id}")
     assert "rollout 1/2 done &lt;ok&gt;" in page.text and "(following)" in page.text
     data = web.client.get(f"/evaluations/{hosted_id}?format=json").json()
