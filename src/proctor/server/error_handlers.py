@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -69,10 +69,15 @@ def request_id(request: Request) -> str:
 
 
 class ServerErrors:
-    """ASGI middleware: a request id for every request, and a 500 envelope for any crash."""
+    """ASGI middleware: a request id for every request, and a 500 envelope for any crash.
 
-    def __init__(self, app: ASGIApp) -> None:
+    `headers` are added to every response that does not set them itself (the security
+    headers of `web.headers`: added here, the outermost layer, they reach the 500 too).
+    """
+
+    def __init__(self, app: ASGIApp, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
         self.app = app
+        self.headers = list(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,6 +92,8 @@ class ServerErrors:
             if message["type"] == "http.response.start":
                 started = True
                 headers = list(message.get("headers", []))
+                present = {name for name, _ in headers}
+                headers += [(k, v) for k, v in self.headers if k not in present]
                 headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
                 message = {**message, "headers": headers}
             await send(message)

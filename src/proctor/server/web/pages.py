@@ -89,8 +89,8 @@ class EvaluationHeader(EvaluationRecord):
     """The run summary's `avg_metrics`."""
 
 
-class SampleRow(_Model):
-    """One row of a samples table."""
+class _StoredSample(_Model):
+    """What the server stores of every sample beside its data (its own columns)."""
 
     seq: int
     sample_id: str
@@ -98,6 +98,11 @@ class SampleRow(_Model):
     rollout_number: int | None
     reward: float | None
     has_error: bool
+
+
+class SampleRow(_StoredSample):
+    """One row of a samples table."""
+
     error: str | None
     num_turns: JsonValue
     preview: str
@@ -136,15 +141,9 @@ class Message(_Model):
     """`content` rendered as markdown (empty when there is none)."""
 
 
-class SampleDetail(_Model):
+class SampleDetail(_StoredSample):
     """A sample as the sample page (and a side-by-side column) shows it."""
 
-    sample_id: str
-    seq: int
-    example_id: int | None
-    rollout_number: int | None
-    reward: float | None
-    has_error: bool
     rewards: dict[str, float]
     """Each reward function's score."""
     metrics: dict[str, Any]
@@ -161,13 +160,13 @@ class SampleDetail(_Model):
 # -- the evaluations list ----------------------------------------------------------------------
 
 
-class ListFilterValues(_Model):
-    """The list's filters as applied (the form shows them again)."""
+class ListFilters(_Model):
+    """The evaluations list's filters (the form shows them again)."""
 
-    status: str | None
-    environment: str | None
-    model: str | None
-    hosted: bool | None
+    status: str | None = None
+    environment: str | None = None
+    model: str | None = None
+    hosted: bool | None = None
 
 
 class EvaluationListPage(_Model):
@@ -177,7 +176,7 @@ class EvaluationListPage(_Model):
     total: int
     skip: int
     limit: int
-    filters: ListFilterValues
+    filters: ListFilters
     live: bool
     """Whether any listed evaluation may still change."""
     refresh_s: int | None

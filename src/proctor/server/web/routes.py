@@ -29,6 +29,7 @@ from proctor.server.errors import BadRequest, NotVisible, ServerError, error_bod
 from proctor.server.web import markdown, views
 from proctor.server.web import session as web_session
 from proctor.server.web.filters import install_filters
+from proctor.server.web.pages import ListFilters
 
 logger = logging.getLogger(__name__)
 
@@ -264,15 +265,20 @@ def evaluations_list(
 ) -> Response:
     """The evaluations the signed-in key sees, newest first, filtered and paged."""
     principal = web_session.current_principal(request, session, settings)
-    filters = views.ListFilters(
+    filters = ListFilters(
         status=_text(status),
         environment=_text(environment),
         model=_text(model),
         hosted=_flag("hosted", hosted),
+    )
+    page = views.evaluation_list(
+        session,
+        principal,
+        filters,
         skip=skip,
         limit=limit,
+        public_url=settings.resolved_public_url(),
     )
-    page = views.evaluation_list(session, principal, filters, settings.resolved_public_url())
     return render(request, "list.html", page, principal)
 
 

@@ -41,7 +41,7 @@ from proctor.server.web.pages import (
     EvaluationPage,
     EvaluationRow,
     ExamplePage,
-    ListFilterValues,
+    ListFilters,
     MeanCell,
     Message,
     MetricRow,
@@ -72,18 +72,6 @@ def _duration(start: datetime | None, end: datetime | None) -> float | None:
 def is_live(status: str) -> bool:
     """Whether an evaluation in `status` may still change (pages refresh while it is)."""
     return status not in TERMINAL_STATUSES
-
-
-@dataclass(frozen=True)
-class ListFilters:
-    """Filters and paging of the evaluations list."""
-
-    status: str | None = None
-    environment: str | None = None
-    model: str | None = None
-    hosted: bool | None = None
-    skip: int = 0
-    limit: int = 25
 
 
 @dataclass(frozen=True)
@@ -133,7 +121,13 @@ def evaluation_row(
 
 
 def evaluation_list(
-    session: Session, principal: Principal, filters: ListFilters, public_url: str
+    session: Session,
+    principal: Principal,
+    filters: ListFilters,
+    *,
+    skip: int,
+    limit: int,
+    public_url: str,
 ) -> EvaluationListPage:
     """The evaluations list page."""
     if filters.status is not None and filters.status not in STATUSES:
@@ -144,8 +138,8 @@ def evaluation_list(
     evaluations, total = service.list_evaluations(
         session,
         principal,
-        skip=filters.skip,
-        limit=filters.limit,
+        skip=skip,
+        limit=limit,
         environment_name=filters.environment,
         status=filters.status,
         model_name=filters.model,
@@ -156,14 +150,9 @@ def evaluation_list(
     return EvaluationListPage(
         evaluations=rows,
         total=total,
-        skip=filters.skip,
-        limit=filters.limit,
-        filters=ListFilterValues(
-            status=filters.status,
-            environment=filters.environment,
-            model=filters.model,
-            hosted=filters.hosted,
-        ),
+        skip=skip,
+        limit=limit,
+        filters=filters,
         live=live,
         refresh_s=REFRESH_S if live else None,
         covers=evaluation_stats.MEAN_COVERS,
@@ -198,15 +187,22 @@ def _sample_data(sample: Sample) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _stored(sample: Sample) -> dict[str, Any]:
+    """The sample's own columns (`pages._StoredSample`'s fields)."""
+    return {
+        "seq": sample.seq,
+        "sample_id": sample.sample_id,
+        "example_id": sample.example_id,
+        "rollout_number": sample.rollout_number,
+        "reward": sample.reward,
+        "has_error": sample.has_error,
+    }
+
+
 def _sample_row(sample: Sample) -> SampleRow:
     data = _sample_data(sample)
     return SampleRow(
-        seq=sample.seq,
-        sample_id=sample.sample_id,
-        example_id=sample.example_id,
-        rollout_number=sample.rollout_number,
-        reward=sample.reward,
-        has_error=sample.has_error,
+        **_stored(sample),
         error=transcript.error_message(data.get("error")),
         num_turns=data.get("num_turns"),
         preview=transcript.preview(data),
@@ -375,12 +371,7 @@ def _message(message: dict[str, Any]) -> Message:
 def _sample_detail(sample: Sample) -> SampleDetail:
     data = _sample_data(sample)
     return SampleDetail(
-        sample_id=sample.sample_id,
-        seq=sample.seq,
-        example_id=sample.example_id,
-        rollout_number=sample.rollout_number,
-        reward=sample.reward,
-        has_error=sample.has_error,
+        **_stored(sample),
         rewards=transcript.reward_scores(data),
         metrics=transcript.numbers(data.get("metrics")),
         timing=transcript.numbers(data.get("timing")),
