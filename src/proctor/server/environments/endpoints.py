@@ -1,4 +1,5 @@
-"""HTTP routes of the environments hub: thin wrappers over `service`."""
+"""HTTP routes of the environments hub: thin wrappers over `service`, `access`, `versions`,
+`publishing` and `shapes`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from starlette.concurrency import run_in_threadpool
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
-from proctor.server.environments import artifacts, service
+from proctor.server.environments import (
+    access,
+    artifacts,
+    publishing,
+    repository,
+    service,
+    shapes,
+)
+from proctor.server.environments import versions as env_versions
 from proctor.server.environments.schemas import (
     VISIBILITY_PATTERN,
     Done,
@@ -52,7 +61,7 @@ def resolve(
 ) -> EnvironmentResponse:
     """Get an environment by name (bare names: own, team, platform), or create it as yours."""
     env, created = service.resolve(session, principal, body, settings)
-    return EnvironmentResponse(data=service.to_out(session, env, created=created))
+    return EnvironmentResponse(data=shapes.to_out(session, env, created=created))
 
 
 @router.post("/lookup", response_model=EnvironmentResponse, responses=errors(404))
@@ -60,8 +69,8 @@ def lookup(
     body: LookupRequest, principal: CurrentPrincipal, session: ReadSession
 ) -> EnvironmentResponse:
     """An environment by id."""
-    env = service.lookup(session, principal, body.id)
-    return EnvironmentResponse(data=service.to_out(session, env))
+    env = access.lookup(session, principal, body.id)
+    return EnvironmentResponse(data=shapes.to_out(session, env))
 
 
 @router.get("/", response_model=EnvironmentList)
@@ -86,12 +95,12 @@ def list_environments(
     limit = min(limit, LIST_LIMIT_MAX)
     if starred_only:  # the hub has no stars: nothing is starred
         return EnvironmentList(data=[], total_count=0, offset=offset, limit=limit)
-    rows, total = service.repository.page(
+    rows, total = repository.page(
         session,
         principal,
         offset=offset,
         limit=limit,
-        owner=service.hub_owner_of(owner, settings) if owner else None,
+        owner=access.hub_owner_of(owner, settings) if owner else None,
         visibility=visibility.upper() if visibility else None,
         search=search,
         tags=tags or [],
@@ -101,7 +110,7 @@ def list_environments(
         descending=sort_order == "desc",
     )
     return EnvironmentList(
-        data=[service.listed(env) for env in rows], total_count=total, offset=offset, limit=limit
+        data=[shapes.listed(env) for env in rows], total_count=total, offset=offset, limit=limit
     )
 
 
@@ -114,8 +123,8 @@ def status(
     settings: SettingsDep,
 ) -> StatusResponse:
     """An environment with its latest version."""
-    env = service.find(session, principal, owner, name, settings)
-    return StatusResponse(data=service.status(env, session))
+    env = access.find(session, principal, owner, name, settings)
+    return StatusResponse(data=shapes.status(env, session))
 
 
 @router.get("/{owner}/{name}/versions", response_model=VersionListResponse, responses=errors(404))
@@ -127,8 +136,8 @@ def versions(
     settings: SettingsDep,
 ) -> VersionListResponse:
     """The published versions, newest first."""
-    env = service.find(session, principal, owner, name, settings)
-    return VersionListResponse(data=VersionList(versions=service.version_rows(session, env)))
+    env = access.find(session, principal, owner, name, settings)
+    return VersionListResponse(data=VersionList(versions=shapes.version_rows(session, env)))
 
 
 @router.get("/{owner}/{name}/@{version}", response_model=EnvironmentResponse, responses=errors(404))
@@ -141,9 +150,9 @@ def version(
     settings: SettingsDep,
 ) -> EnvironmentResponse:
     """An environment at a version: `@latest`, `@<semantic version>` or `@<content hash>`."""
-    env = service.find(session, principal, owner, name, settings)
+    env = access.find(session, principal, owner, name, settings)
     return EnvironmentResponse(
-        data=service.to_out(session, env, service.version_of(session, env, version))
+        data=shapes.to_out(session, env, env_versions.version_of(session, env, version))
     )
 
 
@@ -157,8 +166,8 @@ def delete_version(
     settings: SettingsDep,
 ) -> Done:
     """Delete one version (by its content hash, 8 characters or more)."""
-    env = service.find(session, principal, owner, name, settings)
-    return Done(message=service.delete_version(session, principal, env, content_hash))
+    env = access.find(session, principal, owner, name, settings)
+    return Done(message=env_versions.delete_version(session, principal, env, content_hash))
 
 
 @router.delete("/{owner}/{name}", response_model=Done, responses=errors(403, 404))
@@ -170,8 +179,8 @@ def delete_environment(
     settings: SettingsDep,
 ) -> Done:
     """Delete an environment with its versions and stored packages."""
-    env = service.find(session, principal, owner, name, settings)
-    return Done(message=service.delete_environment(session, principal, env))
+    env = access.find(session, principal, owner, name, settings)
+    return Done(message=env_versions.delete_environment(session, principal, env))
 
 
 @router.post(
@@ -186,7 +195,7 @@ def prepare_wheel(
     request: Request,
 ) -> UploadSlotResponse:
     """Announce a wheel; answers the URL to PUT it to (null: already published)."""
-    slot = service.prepare_wheel(session, principal, env_id, body, settings, _api_base(request))
+    slot = publishing.prepare_wheel(session, principal, env_id, body, settings, _api_base(request))
     return UploadSlotResponse(data=slot)
 
 
@@ -197,7 +206,7 @@ def finalize_wheel(
     env_id: Id, wheel_id: Id, principal: CurrentPrincipal, session: WriteSession
 ) -> Done:
     """Check the uploaded wheel."""
-    return Done(message=service.finalize_wheel(session, principal, env_id, wheel_id))
+    return Done(message=publishing.finalize_wheel(session, principal, env_id, wheel_id))
 
 
 @router.post(
@@ -211,7 +220,7 @@ def prepare_version(
     request: Request,
 ) -> UploadSlotResponse:
     """Announce the version (and its source archive); answers where to PUT the source."""
-    slot = service.prepare_version(session, principal, env_id, body, _api_base(request))
+    slot = publishing.prepare_version(session, principal, env_id, body, _api_base(request))
     return UploadSlotResponse(data=slot)
 
 
@@ -224,7 +233,8 @@ def finalize_version(
     env_id: Id, version_id: Id, principal: CurrentPrincipal, session: WriteSession
 ) -> FinalizeResponse:
     """Publish the version: it becomes the environment's latest."""
-    return FinalizeResponse(data=service.finalize_version(session, principal, env_id, version_id))
+    finalized = publishing.finalize_version(session, principal, env_id, version_id)
+    return FinalizeResponse(data=finalized)
 
 
 @router.put(
@@ -240,9 +250,9 @@ async def upload(
     """Receive a package's bytes (the URL's secret authorises it, like a presigned URL)."""
     db = request.app.state.db
 
-    def target() -> service.UploadTarget:
+    def target() -> publishing.UploadTarget:
         with db.read() as session:
-            return service.upload_target(session, version_id, kind, secret, settings)
+            return publishing.upload_target(session, version_id, kind, secret, settings)
 
     found = await run_in_threadpool(target)
     if found.path is None:
@@ -259,7 +269,7 @@ async def upload(
 
     def record() -> None:
         with db.write() as session:
-            service.record_upload(session, found)
+            publishing.record_upload(session, found)
 
     await run_in_threadpool(record)
     return Done(message="uploaded")
