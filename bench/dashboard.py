@@ -43,6 +43,7 @@ from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E
 from proctor.server.auth import service as auth  # noqa: E402
 from proctor.server.db.base import utcnow  # noqa: E402
 from proctor.server.environments import service as environments  # noqa: E402
+from proctor.server.environments.schemas import ResolveRequest  # noqa: E402
 from proctor.server.evaluations import repository  # noqa: E402
 from proctor.server.evaluations import service as evaluations  # noqa: E402
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef  # noqa: E402
@@ -100,7 +101,9 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
         auth.ensure_bootstrap_key(session, KEY)
     with db.write() as session:
         principal = auth.authenticate(session, KEY)
-        env = environments.resolve(session, principal, "alphabet-sort", None)
+        env, _ = environments.resolve(
+            session, principal, ResolveRequest(name="alphabet-sort"), settings
+        )
         payload = CreateEvaluation(
             name=name, model_name="demo", environments=[EnvironmentRef(id=env.id)]
         )
