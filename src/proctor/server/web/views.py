@@ -30,6 +30,7 @@ from proctor.server.evaluations.repository import SampleOrder
 from proctor.server.evaluations.schemas import EvaluationStats, PairedComparison
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
+from proctor.server.traces.schemas import TraceSummary
 from proctor.server.web import markdown, stats, transcript
 from proctor.server.web.pages import (
     CompareColumn,
@@ -398,7 +399,7 @@ def sample_page(
         raw=raw,
         # The records the traces service stored for this sample's episode, if any.
         traces=[
-            SampleTrace(summary=summary, document=json.loads(document))
+            SampleTrace(summary=TraceSummary.model_validate(summary), document=json.loads(document))
             for summary, document in traces.sample_traces(
                 session, evaluation.id, episode_id if isinstance(episode_id, str) else sample_id
             )
