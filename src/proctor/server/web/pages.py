@@ -1,8 +1,8 @@
-"""The dashboard's pages as typed models: what each page shows, complete when `views` returns it.
+"""The dashboard's pages as typed models: what each page shows, complete when it is built.
 
-Each page has one model, built in one function of `views`; the HTML template reads its
-fields and the JSON twin (`?format=json`, what live pages patch from) is the same model
-serialized, so the two never differ and nothing is added to a page after it is built.
+Each page has one model, built in one function of `views` (or `compare`); the HTML template
+reads its fields and the JSON twin (`?format=json`, what live pages patch from) is the same
+model serialized, so the two never differ and nothing is added to a page after it is built.
 
 Pydantic (frozen models), not dataclasses: the pages hold the API's own response models
 (`EvaluationRecord`, `EvaluationStats`, `PairedComparison`), so the dashboard and the API

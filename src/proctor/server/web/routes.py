@@ -1,9 +1,9 @@
 """The dashboard's routes: sign-in, the evaluations list, an evaluation, a sample, compare.
 
 Every page answers HTML, or its JSON twin with `?format=json` (or `Accept: application/json`),
-both from the same page model, built whole by one call in `views`. Pages use `PageRoute`,
-which turns domain errors into an HTML error page (404 for unknown ids, 400 for bad query
-parameters) and a missing session into a 303 to `/login?next=...`.
+both from the same page model, built whole by one call in `views` (or `compare`). Pages use
+`PageRoute`, which turns domain errors into an HTML error page (404 for unknown ids, 400 for
+bad query parameters) and a missing session into a 303 to `/login?next=...`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from proctor.server.auth.schemas import Principal
 from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
+from proctor.server.web import compare as compare_pages
 from proctor.server.web import markdown, views
 from proctor.server.web import session as web_session
 from proctor.server.web.filters import install_filters
@@ -411,7 +412,7 @@ def compare(
     principal = web_session.current_principal(request, session, settings)
     # `pick` comes from the list's checkboxes; normalise to one `ids` list for the links.
     ids = ",".join([part.strip() for part in ids.split(",") if part.strip()] + (pick or []))
-    page = views.compare_page(
+    page = compare_pages.compare_page(
         session,
         principal,
         ids,
@@ -435,7 +436,7 @@ def compare_example(
     example_id = _integer("example", example)
     if example_id is None:
         raise BadRequest("Query parameter 'example' is required: the example id to show.")
-    page = views.example_side_by_side(
+    page = compare_pages.example_side_by_side(
         session, principal, ids, example_id, settings.resolved_public_url()
     )
     return render(request, "compare_example.html", page, principal)
