@@ -83,6 +83,8 @@ def run(
     args = [*PROCTOR, "eval", "reverse-text", "-n", str(tasks), "-r", str(rollouts),
             "-c", str(opts.concurrency), "--no-push", "--no-rich", "-o", str(workdir),
             "--run.name", "r", "--client.base-url", url, *extra]  # fmt: skip
+    if opts.workers is not None:
+        args += ["-w", str(opts.workers)]
     subprocess.run(args, check=True, capture_output=True)
     records = [json.loads(line) for line in (workdir / "r" / "traces.jsonl").open()]
     first = min(r["timing"]["start"] for r in records)
@@ -103,6 +105,7 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=1000)
     parser.add_argument("-c", "--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("-w", "--workers", type=int, help="proctor's -w (default: its own)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/rate_limit.md")
     opts = parser.parse_args()
 

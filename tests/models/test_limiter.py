@@ -16,22 +16,96 @@ from proctor.models.limiter import AdaptiveLimiter
 from proctor.models.openai_client import OpenAIChatClient
 
 
-async def test_limit_falls_once_per_round_and_climbs_back() -> None:
-    limiter = AdaptiveLimiter(16)
-    rounds = [await limiter.acquire() for _ in range(16)]
+class FakeClock:
+    """Time that moves only when the test says so: the limiter's windows without timing."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_limit_falls_once_per_round_trip_and_climbs_back() -> None:
+    clock = FakeClock()
+    limiter = AdaptiveLimiter(16, clock=clock)
+    # A few successes teach it the round trip (50 ms).
+    for _ in range(40):
+        sent = await limiter.acquire()
+        clock.now += 0.05
+        limiter.release(sent)
+    assert abs(limiter.rtt - 0.05) < 0.01
+    sent_at = [await limiter.acquire() for _ in range(16)]
     assert limiter.in_flight == 16 and limiter.limit == 16
-    # Every request of the round is refused: one decrease, not sixteen.
-    for r in rounds:
-        limiter.release(r, rate_limited=True)
-    assert limiter.decreases == 1 and limiter.limit < 16
-    # Sustained 429s on requests sent under the new limit keep lowering it, down to one.
-    for _ in range(200):
+    # Every request of the round is refused at once: one decrease, not sixteen.
+    for sent in sent_at:
+        limiter.release(sent, rate_limited=True)
+    assert limiter.decreases == 1 and limiter.limit == 8
+    # Immediate refusals of the requests sent right after say nothing new either.
+    for _ in range(50):
         limiter.release(await limiter.acquire(), rate_limited=True)
-    assert limiter.limit == 1
-    # Successes raise it again, to the ceiling and no further.
+    assert limiter.decreases == 1
+    # Sustained 429s: one decrease per round trip, down to the floor.
+    for _ in range(10):
+        clock.now += 0.06
+        limiter.release(await limiter.acquire(), rate_limited=True)
+    assert limiter.limit == limiter.floor == 1
+    assert limiter.decreases == 11  # one per window: 16 -> 8 -> 4 -> 2 -> 1, then the floor
+    # Successes raise it again after the cool-down, to the ceiling and no further.
     for _ in range(2000):
-        limiter.release(await limiter.acquire())
+        sent = await limiter.acquire()
+        clock.now += 0.05
+        limiter.release(sent)
     assert limiter.limit == 16
+
+
+async def test_in_flight_falls_under_sustained_429s_and_recovers() -> None:
+    """Many requests queued on the limiter, as a run's rollouts are: what is in flight."""
+    clock = FakeClock()
+    limiter = AdaptiveLimiter(32, clock=clock)
+    refusing = True
+    seen: list[int] = []
+
+    async def request() -> None:
+        sent = await limiter.acquire()
+        seen.append(limiter.in_flight)
+        await asyncio.sleep(0)  # the answer comes back on a later turn of the loop
+        clock.now += 0.002
+        limiter.release(sent, rate_limited=refusing)
+
+    async def flood(n: int) -> None:
+        pending = iter(range(n))
+
+        async def worker() -> None:
+            for _ in pending:
+                await request()
+
+        await asyncio.gather(*(worker() for _ in range(64)))
+
+    await flood(3000)
+    assert limiter.limit == 1 and max(seen[-500:]) == 1
+    refusing = False
+    seen.clear()
+    await flood(6000)
+    assert limiter.limit == 32 and max(seen[-500:]) == 32
+
+
+async def test_retry_after_pauses_every_new_request() -> None:
+    clock = FakeClock()
+    limiter = AdaptiveLimiter(8, clock=clock)
+    first, second = await limiter.acquire(), await limiter.acquire()
+    limiter.release(first, rate_limited=True, retry_after=30.0)
+    assert limiter.paused and limiter.paused_until == clock.now + 30
+    # Below the limit, yet no new request goes out while the provider asked for a pause.
+    waiting = asyncio.create_task(limiter.acquire())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    limiter.release(second)  # a success during the pause does not end it
+    await asyncio.sleep(0)
+    assert not waiting.done() and limiter.in_flight == 0
+    limiter.resume()  # what the pause's timer does when the 30 s are up
+    await asyncio.sleep(0)
+    assert waiting.done() and limiter.in_flight == 1
 
 
 async def test_waiters_get_slots_as_the_limit_allows() -> None:
@@ -52,8 +126,8 @@ async def test_waiters_get_slots_as_the_limit_allows() -> None:
 async def test_fixed_concurrency_ignores_429s() -> None:
     limiter = AdaptiveLimiter(8, adaptive=False)
     for _ in range(50):
-        limiter.release(await limiter.acquire(), rate_limited=True)
-    assert limiter.limit == 8 and limiter.decreases == 0
+        limiter.release(await limiter.acquire(), rate_limited=True, retry_after=30.0)
+    assert limiter.limit == 8 and limiter.decreases == 0 and not limiter.paused
 
 
 @pytest.mark.e2e

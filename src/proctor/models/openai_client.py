@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.errors import ConfigError, ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
 from proctor.models.limiter import AdaptiveLimiter
-from proctor.models.retry import RetryPolicy, is_retryable
+from proctor.models.retry import RetryPolicy, is_retryable, retry_after_seconds
 from proctor.models.types import Completion, TokenUsage
 
 if TYPE_CHECKING:
@@ -101,15 +101,18 @@ class OpenAIChatClient:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> dict[str, Any]:
         # A slot per attempt, not per call: a request waiting out its backoff holds none.
-        round_ = await self.limiter.acquire()
-        rate_limited = False
+        sent_at = await self.limiter.acquire()
+        rate_limited, retry_after = False, None
         try:
             return await self._request(messages, tools)
         except Exception as e:
-            rate_limited = getattr(e, "status_code", None) == 429
+            if getattr(e, "status_code", None) == 429:
+                rate_limited, retry_after = True, retry_after_seconds(e)
+                if retry_after is not None:
+                    retry_after = min(retry_after, self._retry.max_delay)
             raise
         finally:
-            self.limiter.release(round_, rate_limited=rate_limited)
+            self.limiter.release(sent_at, rate_limited=rate_limited, retry_after=retry_after)
 
     async def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
