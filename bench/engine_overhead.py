@@ -7,8 +7,8 @@ in a fresh child process so CPU and memory are measured per row (`os.wait4`, chi
 included):
 
 - `proctor eval` single-turn (`reverse-text`: request, scoring, trace write, platform hand-off
-  with `--no-push`) at `-c 64 / 256 / 1024` with the default workers, and at `-c 256` in one
-  process (`-w 1`);
+  with `--no-push`) at `-c 64 / 256 / 1024` with the default workers (one process on two
+  cores), and at `-c 256` with two worker processes (`-w 2`);
 - multi-turn (`alphabet-sort`, 1-3 model turns) and tool use (`tool-calc`, a tool call then
   an answer) at `-c 256`: CPU per model turn against the single-turn figure;
 - start-up: process spawn to the first chat request of `proctor eval reverse-text`;
@@ -93,7 +93,13 @@ tasks = json.load(open(tasks_file))
 import openai
 
 async def main():
-    client = openai.AsyncOpenAI(base_url=url, api_key="x")
+    # The SDK's default pool keeps only 100 connections alive: at -c 256 the rest are
+    # opened and closed per request, and under load their connects time out (5 s). A pool
+    # that keeps all c alive is the fair comparison (proctor's keeps -c).
+    import httpx2
+    limits = httpx2.Limits(max_connections=c, max_keepalive_connections=c)
+    client = openai.AsyncOpenAI(base_url=url, api_key="x",
+                                http_client=openai.DefaultAsyncHttpxClient(limits=limits))
     sem = asyncio.Semaphore(c)
     starts, ends = [], []
     async def one(task):
@@ -166,9 +172,11 @@ PEERS: dict[str, tuple[str, str | None]] = {
     "bare openai loop": (BARE_OPENAI, "openai"),
     "inspect-ai": (INSPECT, "inspect-ai"),
 }
-# verifiers 0.4.0 is installed by `--with-verifiers`, but its harness is not written yet: 0.4.0
-# replaced the `vf.SingleTurnEnv(...).evaluate()` API the harness above was written for with
-# the agent/harness stack of `verifiers.v1`.
+# verifiers 0.4.0 is installed by `--with-verifiers`, but the harness above is for < 0.4: 0.4.0
+# replaced `vf.SingleTurnEnv(...).evaluate()` with the agent/harness stack of `verifiers.v1`,
+# where even a single-turn rollout is a chat program launched per rollout through a runtime
+# (`Runtime.prepare_uv_script`: a PEP 723 script run by `uv`, bootstrapped with curl) behind
+# an interception proxy; this machine has no `uv` and no network for its bootstrap.
 if "--with-verifiers" in sys.argv:
     PEERS["verifiers"] = (VERIFIERS, "verifiers")
 
@@ -339,7 +347,7 @@ def main() -> int:
         )
         for env, label, cs, workers in [
             ("reverse-text", "proctor single-turn", opts.concurrency, None),
-            ("reverse-text", "proctor single-turn -w 1", [256], 1),
+            ("reverse-text", "proctor single-turn -w 2", [256], 2),
             ("alphabet-sort", "proctor multi-turn", [256], None),
             ("tool-calc", "proctor tool", [256], None),
         ]:
@@ -442,11 +450,13 @@ def render(
                 f"- {other}: {row.per_turn_ms / single.per_turn_ms:.2f}x the single-turn CPU "
                 f"per model turn ({row.per_turn_ms:.2f} vs {single.per_turn_ms:.2f} ms, -c {c})"
             )
-    one = by_name.get(("proctor single-turn -w 1", 256))
-    if single and one:
+    two = by_name.get(("proctor single-turn -w 2", 256))
+    if single and two:
         lines.append(
-            f"- workers: -c 256 wall {single.m.wall_s:.2f} s with the default workers against "
-            f"{one.m.wall_s:.2f} s in one process ({one.m.wall_s / single.m.wall_s:.2f}x)"
+            f"- workers: -c 256 with two worker processes, wall {two.m.wall_s:.2f} s and "
+            f"{two.marginal_ms:.2f} ms CPU per rollout, against {single.m.wall_s:.2f} s and "
+            f"{single.marginal_ms:.2f} ms with the default ({os.cpu_count()} cores: "
+            "one process)"
         )
     for c in opts.peer_concurrency:
         ours = by_name.get(("proctor single-turn", c))

@@ -161,3 +161,20 @@ def test_workers_push_to_one_evaluation(
     assert_exactly_once(records, 20, 2)
     stored = samples(platform, read_config(run_dir)["run"]["id"])
     assert sorted(str(s["sample_id"]) for s in stored) == sorted(r["id"] for r in records)
+
+
+def test_default_workers_are_the_cores_beyond_the_first_for_big_runs() -> None:
+    from proctor.eval.workers import effective_workers
+
+    # Two cores or fewer: one process (a second one only competes for the same cores).
+    assert effective_workers(None, concurrency=1024, jobs=2000, cores=2) == 1
+    assert effective_workers(None, concurrency=1024, jobs=2000, cores=1) == 1
+    # More: one per core beyond the first, at most one per 32 episodes in flight.
+    assert effective_workers(None, concurrency=1024, jobs=2000, cores=16) == 15
+    assert effective_workers(None, concurrency=256, jobs=2000, cores=16) == 8
+    assert effective_workers(None, concurrency=32, jobs=2000, cores=16) == 1
+    # A small run never waits for interpreters to start.
+    assert effective_workers(None, concurrency=256, jobs=1, cores=16) == 1
+    # Asked for: as asked, within the episodes to run.
+    assert effective_workers(3, concurrency=256, jobs=2000, cores=2) == 3
+    assert effective_workers(4, concurrency=2, jobs=2000, cores=16) == 2

@@ -64,7 +64,7 @@ class EvalConfig(BaseModel):
     """Episodes kept in flight at once."""
     workers: int | None = Field(default=None, ge=1)
     """Worker processes running the rollouts, each with its own event loop; 1 keeps them all
-    in this process (default: one per core, at most one per 32 in flight)."""
+    in this process (default: one per core beyond the first, at most one per 32 in flight)."""
     model: str = "demo"
     """Model name sent to the endpoint."""
     output_dir: str = "outputs"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.errors import ConfigError, PlatformError, ProctorError, RunDirError
 from proctor.eval.config import EvalConfig
 from proctor.eval.judge import open_judge
-from proctor.eval.platform_run import PlatformRun, open_platform_run
+from proctor.eval.platform_run import LocalRun, PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory, unwritable
 from proctor.eval.scheduler import Job, plan_jobs, run_jobs
@@ -361,23 +361,32 @@ class _Run:
         writer = self.run_dir.open_traces()
         stats, view, log_episodes = self.stats, self.view, platform_run.log_episodes
 
-        def on_record(record: dict[str, Any], line: bytes) -> None:
+        # Only a platform run needs the records themselves; a local one, just the bytes.
+        pushing = not isinstance(platform_run, LocalRun)
+
+        def on_batch(
+            summaries: list[dict[str, Any]],
+            lines: bytes,
+            records: list[dict[str, Any]] | None = None,
+        ) -> None:
             # Disk first: the local trace is the record of truth, the upload a copy of it.
-            writer.write_line(line)
-            log_episodes([record])
-            stats.add(record)
-            failure = record.get("error")
-            if failure is not None and self.first_error is None:
-                self.first_error = str(failure.get("message") or failure)
+            writer.write_line(lines)
+            if pushing:
+                log_episodes(records or [json.loads(line) for line in lines.splitlines()])
+            for summary in summaries:
+                stats.add(summary)
+                failure = summary.get("error")
+                if failure is not None and self.first_error is None:
+                    self.first_error = str(failure.get("message") or failure)
             view.update(stats)
 
         def on_episode(episode: Episode) -> None:
             episode.run = run_info
             record = episode.to_record()
-            on_record(record, json.dumps(record).encode() + b"\n")
+            on_batch([record], json.dumps(record).encode() + b"\n", [record])
 
         if pool is not None:
-            rollouts = pool.run(self.jobs, run_info=run_info, on_record=on_record)
+            rollouts = pool.run(self.jobs, run_info=run_info, on_batch=on_batch)
         else:
             rollouts = run_jobs(
                 self.env,

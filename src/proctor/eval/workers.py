@@ -12,8 +12,14 @@ The wire is one pipe each way, one line per message:
 
 - parent -> worker: a JSON header `{"config", "concurrency"}`, then `{"run"}` once the
   platform run is open, then jobs as `"<task index> <rollout number>"`.
-- worker -> parent: each finished episode as its `traces.jsonl` line (`{...}`), log records
-  as `L[level, logger, message]`, a fatal error as `E<message>`.
+- worker -> parent: the episodes finished in one turn of the worker's event loop as one
+  batch, `B<size> <summaries>` and then `size` bytes of their finished `traces.jsonl` lines;
+  log records as `L[level, logger, message]`; a fatal error as `E<message>`.
+
+The parent's cost per episode is kept tiny, because it is one core's work for all workers:
+it appends a batch's lines to the trace file in one write, as bytes (never decoding them,
+unless it pushes to the platform, whose uploader needs the records), and counts the small
+JSON summaries (ids, rewards, tokens, error) for the progress view and the summary.
 
 A worker that dies (OOM, SIGKILL) loses only its episodes in flight: the parent runs them
 again on a fresh worker, so every episode is recorded exactly once. A parent that dies
@@ -55,6 +61,20 @@ WORKER_COMMAND = (sys.executable, "-c", "from proctor.eval.workers import main; 
 PREFETCH = 2
 """Jobs a worker holds per rollout slot: one running, one queued, so it never waits on us."""
 
+SUMMARY_KEYS = (
+    "example_id",
+    "rollout_number",
+    "reward",
+    "rewards",
+    "metrics",
+    "token_usage",
+    "error",
+)
+"""What the parent needs of an episode record to count it (`RunStats.add`, first error)."""
+
+OnBatch = Callable[[list[dict[str, Any]], bytes], None]
+"""`on_batch(summaries, lines)`: finished episodes, as summaries and as their trace lines."""
+
 
 def cores_available() -> int:
     """CPU cores this process may run on (its affinity mask, else the machine's count)."""
@@ -64,14 +84,22 @@ def cores_available() -> int:
         return os.cpu_count() or 1
 
 
-def effective_workers(requested: int | None, *, concurrency: int, jobs: int) -> int:
+def effective_workers(
+    requested: int | None, *, concurrency: int, jobs: int, cores: int | None = None
+) -> int:
     """How many worker processes a run gets; 1 means the rollouts run in this process.
 
-    Unset, one per core, but no more than one per 32 episodes in flight: below that a
-    single loop keeps up, and a small run should not pay for starting interpreters.
+    Unset: one per core beyond the first (the parent keeps one core for the trace file, the
+    progress view and the platform), but no more than one per 32 episodes in flight. So a
+    machine of two cores or fewer, and a small run, stay in one process: there a second
+    process only competes for the same cores and costs its interpreter's start (measured in
+    bench/results/engine_overhead.md, the `-w 1` row against `-w 2`).
     """
     if requested is None:
-        requested = min(cores_available(), max(1, concurrency // 32))
+        spare = (cores_available() if cores is None else cores) - 1
+        requested = min(spare, concurrency // 32)
+        if requested < 2:
+            requested = 1
     return max(1, min(requested, concurrency, jobs))
 
 
@@ -102,7 +130,7 @@ class WorkerPool:
         self._pending: deque[tuple[int, int]] = deque()
         self._remaining = 0
         self._restarts_left = 2 * workers
-        self._on_record: Callable[[dict[str, Any], bytes], None] | None = None
+        self._on_batch: OnBatch | None = None
         self._finished = asyncio.Event()
 
     async def start(self) -> None:
@@ -137,14 +165,14 @@ class WorkerPool:
         jobs: list[Job],
         *,
         run_info: dict[str, Any],
-        on_record: Callable[[dict[str, Any], bytes], None],
+        on_batch: OnBatch,
     ) -> None:
-        """Run every job on the workers; `on_record(record, line)` for each finished episode.
+        """Run every job on the workers; `on_batch(summaries, lines)` as episodes finish.
 
         Raises:
             WorkerError: a worker could not load the environment, or workers kept dying.
         """
-        self._on_record = on_record
+        self._on_batch = on_batch
         self._run_line = json.dumps({"run": run_info}).encode() + b"\n"
         self._pending.extend((job.task.index, job.rollout_number) for job in jobs)
         self._remaining = len(jobs)
@@ -211,18 +239,24 @@ class WorkerPool:
     async def _read(self, worker: _Worker) -> str | None:
         """Consume the worker's messages until its output ends; a fatal error's text, if any."""
         stdout = worker.proc.stdout
-        assert stdout is not None and self._on_record is not None
-        on_record = self._on_record
+        assert stdout is not None and self._on_batch is not None
+        on_batch, in_flight = self._on_batch, worker.in_flight
         while True:
             line = await stdout.readline()
             if not line.endswith(b"\n"):
                 return None  # end of output (a torn last line was never a whole episode)
             kind = line[:1]
-            if kind == b"{":
-                record = json.loads(line)
-                worker.in_flight.discard((record["example_id"], record["rollout_number"]))
-                self._remaining -= 1
-                on_record(record, line)
+            if kind == b"B":
+                size, _, summaries_json = line[1:].partition(b" ")
+                try:
+                    lines = await stdout.readexactly(int(size))
+                except asyncio.IncompleteReadError:
+                    return None  # died mid-batch: none of it counts, all of it runs again
+                summaries = json.loads(summaries_json)
+                for summary in summaries:
+                    in_flight.discard((summary["example_id"], summary["rollout_number"]))
+                self._remaining -= len(summaries)
+                on_batch(summaries, lines)
                 if self._remaining == 0:
                     self._close_all()
                 else:
@@ -338,15 +372,34 @@ async def _worker(proto_in: int, proto_out: int) -> int:
     judge = open_judge(env, config)
     queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
     rollout, dumps = env.rollout, json.dumps
+    lines: list[bytes] = []
+    summaries: list[dict[str, Any]] = []
+    flush_scheduled = False
+
+    def flush() -> None:
+        # Once per turn of the loop: every episode that finished in it, in one message.
+        nonlocal flush_scheduled
+        flush_scheduled = False
+        data = b"".join(lines)
+        head = b"B%d %s\n" % (len(data), dumps(summaries).encode())
+        lines.clear()
+        summaries.clear()
+        write(head + data)
 
     async def run_slot() -> None:
+        nonlocal flush_scheduled
         while True:
             index, number = await queue.get()
             episode = await rollout(
                 tasks[index], client, episode_id=uuid.uuid4().hex, rollout_number=number
             )
             episode.run = run_info
-            write(dumps(episode.to_record()).encode() + b"\n")
+            record = episode.to_record()
+            lines.append(dumps(record).encode() + b"\n")
+            summaries.append({key: record[key] for key in SUMMARY_KEYS})
+            if not flush_scheduled:
+                flush_scheduled = True
+                loop.call_soon(flush)
 
     slots = [asyncio.create_task(run_slot()) for _ in range(concurrency)]
     try:
