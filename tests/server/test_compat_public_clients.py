@@ -453,6 +453,24 @@ PRIME_RUNS_SCRIPT = """
 """
 
 
+# The public traces client's read surface (prime-traces 0.0.10) over what was stored.
+PRIME_TRACES_READ_SCRIPT = """
+    import json, sys
+    from prime_traces import TracesClient
+
+    args = json.load(open(sys.argv[1]))
+    with TracesClient() as client:
+        listed = [t.trace_id for t in client.iter(run_id=args["run_id"], limit=4)]
+        one = client.get("mixed-ep-0-t0")
+        raw = json.loads(client.get_raw("mixed-ep-0-t0"))
+        episodes = client.list_episodes(run_id=args["run_id"]).items
+    print(json.dumps({
+        "listed": listed, "one": one.model_dump(mode="json"), "raw": raw,
+        "episodes": len(episodes),
+    }))
+"""
+
+
 def _episodes(prefix: str) -> list[dict[str, Any]]:
     specs = []
     for i in range(6):
@@ -603,6 +621,12 @@ def test_prime_runs_log_traces_records_land_and_are_readable(
         raw = client.get("/traces/bare-1", params={"raw": "true"}).json()
         # Stored as sent: with the run prime-runs stamps on every record.
         assert raw == {**bare[1], "run": {"id": eid, "type": "eval"}}
+    # The public traces client reads them back through its own models.
+    read = _run_client(server, tmp_path / "read", PRIME_TRACES_READ_SCRIPT, {"run_id": eid})
+    assert sorted(read["listed"]) == sorted(t["trace_id"] for t in listed)
+    assert read["one"]["episode_id"] == "mixed-ep-0" and read["one"]["run_id"] == eid
+    assert read["raw"]["id"] == "mixed-ep-0-t0"
+    assert read["episodes"] == 6
     # A resumed run attaching to it re-logs the same records: stored once, nothing doubled.
     again = _run_client(
         server, tmp_path / "again", PRIME_RUNS_SCRIPT, {**args, "init": {"id": eid}}

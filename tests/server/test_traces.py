@@ -243,6 +243,7 @@ def test_episodes_land_as_records_and_samples_and_a_replay_stores_nothing(
                 break
         assert sorted(seen) == sorted(t["trace_id"] for t in items)
         _error(client.get("/traces", params={"cursor": "x"}), 422, "invalid_input")
+        _error(client.get("/traces", params={"has_error": "true"}), 400, "invalid_filter")
 
         # Re-batched records already stored (other bytes, same ids) add nothing either.
         rebatched = upload(client, jsonl(records[1:3]))

@@ -106,6 +106,17 @@ def _cursor(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _only_filters(request: Request, *names: str) -> None:
+    """Refuse a filter this server does not implement, rather than ignore it."""
+    unknown = sorted(set(request.query_params) - set(names))
+    if unknown:
+        raise BadRequest(
+            f"This server does not filter by {', '.join(unknown)[:200]}; "
+            f"use only {', '.join(names)}.",
+            code="invalid_filter",
+        )
+
+
 def _json(text: str) -> Response:
     return Response(content=text.encode("utf-8"), media_type="application/json")
 
@@ -117,8 +128,9 @@ Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$", description="A ne
 Raw = Annotated[bool, Query(description="Answer the record's document as it was sent.")]
 
 
-@router.get("/traces", response_model=TraceListPage, responses=errors(404))
+@router.get("/traces", response_model=TraceListPage, responses=errors(400, 404))
 def list_traces(
+    request: Request,
     principal: CurrentPrincipal,
     session: ReadSession,
     run_id: RunId = None,
@@ -127,6 +139,7 @@ def list_traces(
     cursor: Cursor = None,
 ) -> TraceListPage:
     """Traces this key may read, newest first (`limit` over 100 reads as 100)."""
+    _only_filters(request, "run_id", "episode_id", "limit", "cursor")
     items, next_cursor = service.list_records(
         session,
         principal,
@@ -150,8 +163,9 @@ def get_trace(
     return TraceSummary.model_validate(service.summary(row))
 
 
-@router.get("/episodes", response_model=EpisodeListPage, responses=errors(404))
+@router.get("/episodes", response_model=EpisodeListPage, responses=errors(400, 404))
 def list_episodes(
+    request: Request,
     principal: CurrentPrincipal,
     session: ReadSession,
     run_id: RunId = None,
@@ -159,6 +173,7 @@ def list_episodes(
     cursor: Cursor = None,
 ) -> EpisodeListPage:
     """Episodes this key may read, newest first (`limit` over 100 reads as 100)."""
+    _only_filters(request, "run_id", "limit", "cursor")
     items, next_cursor = service.list_records(
         session,
         principal,
