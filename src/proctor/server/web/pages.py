@@ -242,8 +242,8 @@ class SampleTrace(_Model):
 
     summary: TraceSummary
     """As `GET /traces/{id}` answers it."""
-    document: dict[str, Any]
-    """The trace record as uploaded."""
+    document: dict[str, Any] | None
+    """The trace record as uploaded; None when too long to show inline (the page links it)."""
 
 
 class SamplePage(_Model):

@@ -380,6 +380,10 @@ def sample_detail(sample: Sample) -> SampleDetail:
     )
 
 
+TRACE_INLINE_MAX = 200_000
+"""Characters of a trace's document the sample page shows inline (longer ones: a link)."""
+
+
 def sample_page(
     session: Session, principal: Principal, evaluation_id: str, sample_id: str, public_url: str
 ) -> SamplePage:
@@ -393,7 +397,11 @@ def sample_page(
         raw=raw,
         # The records the traces service stored for this sample's episode, if any.
         traces=[
-            SampleTrace(summary=TraceSummary.model_validate(summary), document=json.loads(document))
+            # A long trace is linked, not inlined: the page stays light.
+            SampleTrace(
+                summary=TraceSummary.model_validate(summary),
+                document=json.loads(document) if len(document) <= TRACE_INLINE_MAX else None,
+            )
             for summary, document in traces.sample_traces(
                 session, evaluation.id, episode_id if isinstance(episode_id, str) else sample_id
             )
