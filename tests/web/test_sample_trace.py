@@ -12,7 +12,9 @@ from tests.web.conftest import Web
 def test_the_sample_page_shows_its_trace(web: Web) -> None:
     seeded = web.seed()
     eid = web.api.create(seeded.alice_key, name="traced")
-    body = jsonl([episode("ep-web", eid, 0, 0.5)])
+    long = episode("ep-long", eid, 1, 0.5)
+    long["traces"][0]["info"] = {"pad": "x" * 250_000}
+    body = jsonl([episode("ep-web", eid, 0, 0.5), long])
     uploaded = web.api.post(
         "/traces",
         seeded.alice_key,
@@ -32,6 +34,10 @@ def test_the_sample_page_shows_its_trace(web: Web) -> None:
     data = web.client.get(f"/evaluations/{eid}/samples/ep-web?format=json").json()
     assert [t["summary"]["trace_id"] for t in data["traces"]] == ["ep-web-t0"]
     assert data["traces"][0]["document"]["id"] == "ep-web-t0"
+    # A trace too long to inline is linked instead.
+    linked = web.client.get(f"/evaluations/{eid}/samples/ep-long")
+    assert "ep-long-t0" in linked.text and "Too long to show here" in linked.text
+    assert "x" * 1000 not in linked.text.split('id="sample-traces"')[1].split("Raw sample")[0]
     # A sample without a stored trace shows none.
     plain = web.client.get(f"/evaluations/{seeded.own}/samples/s-2-3")
     assert plain.status_code == 200 and 'id="sample-traces"' not in plain.text
