@@ -38,6 +38,17 @@ def test_the_sample_page_shows_its_trace(web: Web) -> None:
     linked = web.client.get(f"/evaluations/{eid}/samples/ep-long")
     assert "ep-long-t0" in linked.text and "Too long to show here" in linked.text
     assert "x" * 1000 not in linked.text.split('id="sample-traces"')[1].split("Raw sample")[0]
+    # The page's link serves the document to the signed-in user (no API key needed).
+    document = web.client.get(f"/evaluations/{eid}/traces/ep-long-t0")
+    assert document.status_code == 200 and document.json()["info"]["pad"] == "x" * 250_000
+    assert f'href="/evaluations/{eid}/traces/ep-long-t0"' in linked.text
+    web.client.cookies.clear()
+    signed_out = web.client.get(f"/evaluations/{eid}/traces/ep-long-t0", follow_redirects=False)
+    assert signed_out.status_code == 303
+    web.login(seeded.bob_key)  # another user: alice's evaluation is not his to see
+    assert web.client.get(f"/evaluations/{eid}/traces/ep-long-t0").status_code == 404
+    web.client.cookies.clear()
+    web.login(seeded.alice_key)
     # A sample without a stored trace shows none.
     plain = web.client.get(f"/evaluations/{seeded.own}/samples/s-2-3")
     assert plain.status_code == 200 and 'id="sample-traces"' not in plain.text

@@ -351,18 +351,35 @@ def _not_found(kind: str, record_id: str) -> NotVisible:
     )
 
 
-def get_record(session: Session, principal: Principal, kind: str, record_id: str) -> TraceRecord:
-    """The newest record of `kind` with this id the key may read (404 `<kind>_not_found`)."""
+def get_record(
+    session: Session,
+    principal: Principal,
+    kind: str,
+    record_id: str,
+    *,
+    evaluation_id: str | None = None,
+) -> TraceRecord:
+    """The newest record of `kind` with this id the key may read, in `evaluation_id` when
+    given (404 `<kind>_not_found`)."""
     row = repository.readable_record(
         session,
         principal,
         kind=kind,
         record_id=record_id,
-        evaluation_id=principal.scope_evaluation_id,
+        evaluation_id=evaluation_id or principal.scope_evaluation_id,
     )
     if row is None:
         raise _not_found(kind, record_id)
     return row
+
+
+def trace_document(
+    session: Session, principal: Principal, evaluation_id: str, trace_id: str
+) -> str:
+    """One trace of an evaluation, as uploaded (what the dashboard's sample page links)."""
+    get_visible(session, principal, evaluation_id)
+    row = get_record(session, principal, "trace", trace_id, evaluation_id=evaluation_id)
+    return raw_document(session, row)
 
 
 def summary(row: TraceRecord) -> dict[str, Any]:

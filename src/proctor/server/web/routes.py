@@ -26,6 +26,7 @@ from proctor.server.auth.schemas import Principal
 from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
+from proctor.server.traces import service as traces
 from proctor.server.web import compare as compare_pages
 from proctor.server.web import markdown, views
 from proctor.server.web import session as web_session
@@ -396,6 +397,16 @@ def sample(
         session, principal, evaluation_id, sample_id, settings.resolved_public_url()
     )
     return render(request, "sample.html", page, principal)
+
+
+@router.get("/evaluations/{evaluation_id}/traces/{trace_id}")
+def trace_document(
+    request: Request, evaluation_id: str, trace_id: str, session: ReadSession, settings: SettingsDep
+) -> Response:
+    """A trace of the evaluation as it was uploaded (JSON), linked from its sample's page."""
+    principal = web_session.current_principal(request, session, settings)
+    document = traces.trace_document(session, principal, evaluation_id, trace_id)
+    return Response(content=document.encode("utf-8"), media_type="application/json")
 
 
 @router.get("/compare")
