@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,25 @@ def test_teams_are_isolated_and_scoped_keys_write_only_their_evaluation(
         assert upload(client, jsonl([episode("s-0", mine, 0, 1.0)])).status_code == 201
         _error(upload(client, jsonl([episode("s-1", other, 0, 1.0)])), 403, "forbidden")
         assert {t["run_id"] for t in client.get("/traces").json()["items"]} == {mine}
+
+
+def test_one_upload_may_write_several_evaluations_and_racing_twins_store_once(
+    server: Platform,
+) -> None:
+    with server.client() as client:
+        first, second = _evaluation(client), _evaluation(client)
+        records = [episode(f"two-{i}", [first, second][i % 2], i, 1.0) for i in range(4)]
+        body = jsonl(records)
+
+        def send(_: int) -> httpx.Response:
+            with server.client() as own:
+                return upload(own, body)
+
+        # The same upload sent four times at once (a client retrying on a slow answer).
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(send, range(4)))
+        assert [a.status_code for a in answers] == [201] * 4, [a.text for a in answers]
+        assert len({a.json()["upload_id"] for a in answers}) == 1
+        assert [s["sample_id"] for s in _samples(client, first)] == ["two-0", "two-2"]
+        assert [s["sample_id"] for s in _samples(client, second)] == ["two-1", "two-3"]
+        assert client.get(f"/evaluations/{first}").json()["total_samples"] == 2
