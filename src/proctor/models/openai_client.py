@@ -1,13 +1,15 @@
-"""The OpenAI-compatible chat client: chat completions straight over aiohttp, the rest on the SDK.
+"""The OpenAI-compatible chat client: chat completions over lean HTTP/1.1, errors from the SDK.
 
 Chat completions are the hot path: an engine keeping hundreds of rollouts in flight spent
 most of its CPU inside the `openai` SDK's request pipeline (options, headers, transport
-wrappers), about as much again as everything else per rollout. So that one request is a
-plain aiohttp POST of JSON bytes, read back as a dict. The boundary keeps the SDK's
-semantics: a failed request raises the very exception the SDK would (`openai.RateLimitError`,
-`openai.APIConnectionError`, ...), built by the SDK itself from the response, so retries,
-error messages and `Retry-After` handling are unchanged; `openai` is imported only once a
-request fails. The preflight (`GET /models` must list models) is a plain GET as well.
+wrappers), about as much again as everything else per rollout, and then, below the SDK,
+half of it inside aiohttp's client pipeline. So that one request is a POST of JSON bytes on
+a lean keep-alive connection pool (`proctor.models.http`), read back as a dict. The
+boundary keeps the SDK's semantics: a failed request raises the very exception the SDK
+would (`openai.RateLimitError`, `openai.APIConnectionError`, ...), built by the SDK itself
+from the response, so retries, error messages and `Retry-After` handling are unchanged;
+`openai` is imported only once a request fails. The preflight (`GET /models` must list
+models) is a plain GET on the same pool.
 
 Our own retries apply — exponential backoff with jitter on 429 / 5xx / connection errors,
 honouring `Retry-After` — and each attempt takes a slot of the `AdaptiveLimiter`, which lowers
@@ -23,13 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
+from proctor.models.http import HTTPClient, HTTPConnectionError, Response
 from proctor.models.limiter import AdaptiveLimiter
 from proctor.models.retry import RetryPolicy, is_retryable, retry_after_seconds
 from proctor.models.types import Completion, TokenUsage
 
 if TYPE_CHECKING:
-    import aiohttp
-    from multidict import CIMultiDictProxy
     from openai import AsyncOpenAI
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ class OpenAIChatClient:
             "Accept": "application/json",
             **self.config.all_headers(),
         }
-        self._session: aiohttp.ClientSession | None = None
+        self._http = self._new_http()
+        self._chat_target = self._http.target("/chat/completions")
         self._openai: AsyncOpenAI | None = None
 
     async def complete(
@@ -117,43 +119,35 @@ class OpenAIChatClient:
     async def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> dict[str, Any]:
-        import aiohttp
-
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **self._request_args}
         if tools is not None:
             payload["tools"] = tools
-        session = self._session or self._open_session()
         try:
-            async with session.post(self._url, data=json.dumps(payload).encode()) as response:
-                status = response.status
-                content = await response.read()
-                headers = response.headers
-        except (TimeoutError, aiohttp.ClientError) as e:
+            response = await self._http.request(
+                "POST", self._chat_target, json.dumps(payload).encode()
+            )
+        except (TimeoutError, HTTPConnectionError) as e:
             raise self._connection_error(e) from e
-        if status >= 400:
-            raise self._status_error(status, headers, content)
+        if response.status >= 400:
+            raise self._status_error(response)
         try:
-            body = json.loads(content)
+            body = json.loads(response.content)
         except ValueError as e:
             raise ModelError(f"the model endpoint returned invalid JSON: {e}") from e
         if not isinstance(body, dict) or not body.get("choices"):
             raise ModelError(f"the model endpoint returned no choices: {str(body)[:200]}")
         return body
 
-    def _open_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers=self._headers,
-            timeout=aiohttp.ClientTimeout(total=self.config.timeout),
-            # The body is JSON we wrote; the answers are read whole: no cookie jar, no
-            # per-request content sniffing.
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=True,
-        )
-        return self._session
+    def _new_http(self) -> HTTPClient:
+        try:
+            return HTTPClient(
+                self.config.base_url,
+                headers=self._headers,
+                timeout=self.config.timeout,
+                max_connections=self._max_connections,
+            )
+        except ValueError as e:
+            raise ConfigError(f"{e}; fix --client.headers or ${self.config.headers_var}") from e
 
     def _sdk(self) -> AsyncOpenAI:
         """The SDK client, made on first use (it builds the errors of failed requests)."""
@@ -169,16 +163,14 @@ class OpenAIChatClient:
             )
         return self._openai
 
-    def _status_error(
-        self, status: int, headers: CIMultiDictProxy[str], content: bytes
-    ) -> Exception:
+    def _status_error(self, answer: Response) -> Exception:
         """The exception the SDK raises for this answer, built by the SDK from it."""
         import httpx2
 
         response = httpx2.Response(
-            status,
-            headers=list(headers.items()),
-            content=content,
+            answer.status,
+            headers=answer.headers,
+            content=answer.content,
             request=httpx2.Request("POST", self._url),
         )
         return self._sdk()._make_status_error_from_response(response)
@@ -198,7 +190,7 @@ class OpenAIChatClient:
 
         A 401/403 or a 429/5xx only warns (some endpoints guard `/models` differently from
         chat completions; the rollouts retry transient errors). When `base_url` lacks `/v1`
-        and `{base}/v1/models` answers, the error says so. Plain GETs on the chat session:
+        and `{base}/v1/models` answers, the error says so. Plain GETs on the chat pool:
         the SDK's import alone would cost more than half the start-up budget of a run
         (docs/engine.md).
 
@@ -210,12 +202,10 @@ class OpenAIChatClient:
             ModelError: nothing answered at `base_url`.
             ConfigError: something answered, but not with an OpenAI-compatible model list.
         """
-        import aiohttp
-
         url = self.config.base_url.rstrip("/")
         try:
-            problem = await self._model_list_problem(url + "/models", timeout)
-        except (TimeoutError, aiohttp.ClientError) as e:
+            problem = await self._model_list_problem("/models", timeout)
+        except (TimeoutError, HTTPConnectionError) as e:
             raise ModelError(
                 f"cannot reach the model at {self.config.base_url}: start it or pass {fix}"
             ) from e
@@ -224,8 +214,8 @@ class OpenAIChatClient:
         if not url.endswith("/v1"):
             with_v1 = url + "/v1"
             try:
-                guess_works = await self._model_list_problem(with_v1 + "/models", timeout) is None
-            except (TimeoutError, aiohttp.ClientError):
+                guess_works = await self._model_list_problem("/v1/models", timeout) is None
+            except (TimeoutError, HTTPConnectionError):
                 guess_works = False  # no better guess: report the first problem
             if guess_works:
                 raise ConfigError(
@@ -238,16 +228,10 @@ class OpenAIChatClient:
             "or --client.no-preflight if it has no /models"
         )
 
-    async def _model_list_problem(self, models_url: str, timeout: float) -> str | None:
-        """None when `GET models_url` answers a JSON model list, else what was wrong with it."""
-        import aiohttp
-
-        session = self._session or self._open_session()
-        async with session.get(
-            models_url, timeout=aiohttp.ClientTimeout(total=timeout)
-        ) as response:
-            status = response.status
-            content = await response.read()
+    async def _model_list_problem(self, path: str, timeout: float) -> str | None:
+        """None when `GET base + path` answers a JSON model list, else what was wrong with it."""
+        answer = await self._http.request("GET", self._http.target(path), timeout=timeout)
+        status, content = answer.status, answer.content
         if status in (401, 403):
             logger.warning(
                 "the model at %s answered HTTP %s; is $%s set to a valid key?",
@@ -275,9 +259,8 @@ class OpenAIChatClient:
 
     async def aclose(self) -> None:
         """Close the HTTP connection pools."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.aclose()
+        self._http = self._new_http()  # a closed client may still be used: it reconnects
         if self._openai is not None:
             await self._openai.close()
             self._openai = None
