@@ -17,6 +17,10 @@ included):
   same `difflib` similarity: inspect-ai, verifiers, a bare `openai` loop (one `AsyncOpenAI`,
   a semaphore), and a raw asyncio floor (HTTP/1.1 over asyncio streams, stdlib only).
 
+`--baseline DIR` adds the single-turn rows run with another checkout's proctor (DIR/src
+first on PYTHONPATH; e.g. `git archive main src | tar -x -C DIR`), in the same run: a change's
+before and after at the same load. `--peers NAME...` runs only some peers.
+
 Per row: wall time of the rollouts against the latency floor ceil(N/c) x latency, CPU ms per
 rollout (marginal: minus a small run of the same kind, which removes imports, start-up and
 worker spawn), start-up, peak RSS. Results are printed and written to
@@ -181,6 +185,10 @@ if "--with-verifiers" in sys.argv:
     PEERS["verifiers"] = (VERIFIERS, "verifiers")
 
 
+BASELINE = "proctor single-turn, before"
+"""The rows of `--baseline`: the same job with another checkout's proctor."""
+
+
 @dataclass
 class Measure:
     cpu_s: float
@@ -217,7 +225,14 @@ def run_child(args: list[str], *, env: dict[str, str] | None = None) -> tuple[st
 
 
 def measure_proctor(
-    url: str, env: str, n: int, c: int, workdir: Path, *, workers: int | None = None
+    url: str,
+    env: str,
+    n: int,
+    c: int,
+    workdir: Path,
+    *,
+    workers: int | None = None,
+    source: Path | None = None,
 ) -> Measure:
     per_task = {"reverse-text": 1000, "tool-calc": 1000}.get(env, n)
     tasks, rollouts = min(n, per_task), max(1, math.ceil(n / per_task))
@@ -227,8 +242,11 @@ def measure_proctor(
             "--client.base-url", url]  # fmt: skip
     if workers is not None:
         args += ["-w", str(workers)]
+    child_env = None
+    if source is not None:  # another checkout's proctor (`--baseline`): its src/ goes first
+        child_env = {**os.environ, "PYTHONPATH": str(source / "src")}
     spawned = time.time()
-    _, cpu, rss = run_child(args)
+    _, cpu, rss = run_child(args, env=child_env)
     lines = (workdir / name / "traces.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     first = min(r["timing"]["start"] for r in records)
@@ -296,6 +314,15 @@ def main() -> int:
     parser.add_argument("--peer-concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--no-peers", action="store_true", help="proctor rows only")
     parser.add_argument(
+        "--peers", nargs="+", choices=list(PEERS), help="run only these peers (default: all)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run the single-turn rows with the proctor of this source tree (a checkout "
+        "or `git archive` of another commit), in the same run: before/after at the same load",
+    )
+    parser.add_argument(
         "--with-verifiers", action="store_true", help="also verifiers (harness for < 0.4 only)"
     )
     parser.add_argument("--base-url", help="use this endpoint instead of starting a demo model")
@@ -345,21 +372,33 @@ def main() -> int:
         startup = best_of(
             lambda k, c: measure_proctor(url, "reverse-text", k, c, tmp), 1, 1, max(3, opts.repeat)
         )
-        for env, label, cs, workers in [
-            ("reverse-text", "proctor single-turn", opts.concurrency, None),
-            ("reverse-text", "proctor single-turn -w 2", [256], 2),
-            ("alphabet-sort", "proctor multi-turn", [256], None),
-            ("tool-calc", "proctor tool", [256], None),
-        ]:
+        plan: list[tuple[str, str, list[int], int | None, Path | None]] = [
+            ("reverse-text", "proctor single-turn", opts.concurrency, None, None),
+            ("reverse-text", "proctor single-turn -w 2", [256], 2, None),
+            ("alphabet-sort", "proctor multi-turn", [256], None, None),
+            ("tool-calc", "proctor tool", [256], None, None),
+        ]
+        if opts.baseline:
+            baseline = ("reverse-text", BASELINE, opts.concurrency, None, opts.baseline)
+            plan.insert(1, baseline)
+        for env, label, cs, workers, source in plan:
             for c in cs:
 
-                def fn(k: int, c: int, env: str = env, workers: int | None = workers) -> Measure:
-                    return measure_proctor(url, env, k, c, tmp, workers=workers)
+                def fn(
+                    k: int,
+                    c: int,
+                    env: str = env,
+                    workers: int | None = workers,
+                    source: Path | None = source,
+                ) -> Measure:
+                    return measure_proctor(url, env, k, c, tmp, workers=workers, source=source)
 
                 base = best_of(fn, small, c, opts.repeat)
                 add(label, c, fn, base)
         if not opts.no_peers:
             for name, (script, venv) in PEERS.items():
+                if opts.peers and name not in opts.peers:
+                    continue
                 python = ensure_venv(venv) if venv else Path(sys.executable)
                 versions[name] = peer_version(venv, python) if venv else ""
                 for c in opts.peer_concurrency:
@@ -449,6 +488,14 @@ def render(
             lines.append(
                 f"- {other}: {row.per_turn_ms / single.per_turn_ms:.2f}x the single-turn CPU "
                 f"per model turn ({row.per_turn_ms:.2f} vs {single.per_turn_ms:.2f} ms, -c {c})"
+            )
+    for c in opts.concurrency:
+        ours, before = by_name.get(("proctor single-turn", c)), by_name.get((BASELINE, c))
+        if ours and before:
+            lines.append(
+                f"- -c {c}: CPU per rollout {ours.marginal_ms:.2f} ms against "
+                f"{before.marginal_ms:.2f} ms before ({ours.marginal_ms / before.marginal_ms:.2f}x"
+                f"), wall {ours.m.wall_s:.2f} s against {before.m.wall_s:.2f} s"
             )
     two = by_name.get(("proctor single-turn -w 2", 256))
     if single and two:

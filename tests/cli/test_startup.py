@@ -55,11 +55,12 @@ except SystemExit:
 print("LOADED " + " ".join(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
 """
 
-# What a local `proctor eval` never needs: the SDK (chat goes straight over aiohttp and only a
-# failed request builds the SDK's error), the runs SDK and its httpx (nothing is pushed),
-# tenacity (no retry happened), rich (--no-rich), the server's libraries.
-NOT_NEEDED = ("openai", "httpx", "httpx2", "tenacity", "rich", "proctor.runs", "sqlalchemy",
-              "fastapi", "uvicorn")  # fmt: skip
+# What a local `proctor eval` never needs: the SDK and aiohttp (chat goes over
+# proctor.models.http and only a failed request builds the SDK's error), the runs SDK and its
+# httpx (nothing is pushed), tenacity (no retry happened), rich (--no-rich), the server's
+# libraries.
+NOT_NEEDED = ("openai", "aiohttp", "httpx", "httpx2", "tenacity", "rich", "proctor.runs",
+              "sqlalchemy", "fastapi", "uvicorn")  # fmt: skip
 
 
 @pytest.mark.e2e
