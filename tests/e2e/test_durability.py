@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import Platform
+from tests.databases import BACKENDS, platform_on
 from tests.e2e import durability
 from tests.e2e.durability import (
     FaultProxy,
@@ -80,6 +81,16 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     platform = start_platform(tmp_path_factory.mktemp("platform"))
     yield platform
     platform.process.stop()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Platform]:
+    """A platform on each database backend, for the faults whose outcome is the server's
+    (what it holds, reopens, refuses, emits); the disk faults are the client's, on `plat`."""
+    with platform_on(request.param, tmp_path_factory.mktemp(f"store-{request.param}")) as p:
+        yield p
 
 
 @pytest.fixture(scope="module")
@@ -219,12 +230,12 @@ def test_an_unwritable_run_dir_fails_the_run_in_one_sentence_and_corrupts_nothin
 
 
 def test_platform_down_at_start_then_sync_twice_uploads_exactly_once(
-    plat: Platform, demo_model: str, tmp_path: Path
+    store: Platform, demo_model: str, tmp_path: Path
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     result = subprocess.run(
         eval_args(demo_model, tmp_path),
-        env=eval_env(dead, plat, tmp_path),
+        env=eval_env(dead, store, tmp_path),
         capture_output=True,
         text=True,
         timeout=120,
@@ -232,26 +243,26 @@ def test_platform_down_at_start_then_sync_twice_uploads_exactly_once(
     run_dir = tmp_path / "r"
     assert result.returncode == 75, result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(f"proctor runs sync {run_dir}")
-    first = sync(plat, run_dir, "--api-url", plat.url)
+    first = sync(store, run_dir, "--api-url", store.url)
     assert first.returncode == 0, first.stderr
     eid = first.stdout.split()[1].rstrip(":")
-    again = sync(plat, run_dir, "--api-url", plat.url)
+    again = sync(store, run_dir, "--api-url", store.url)
     assert again.returncode == 0, again.stderr
     assert again.stdout.split()[1].rstrip(":") == eid
-    with plat.client() as c:
+    with store.client() as c:
         named = [
             e
             for e in c.get("/evaluations/", params={"limit": 500}).json()["evaluations"]
             if e["metadata"].get("output_dir") == str(tmp_path)
         ]
     assert [e["evaluation_id"] for e in named] == [eid]  # created once
-    assert_exactly_once(plat, eid, trace_ids(run_dir))
-    assert settled(plat, eid)["status"] == "COMPLETED"
+    assert_exactly_once(store, eid, trace_ids(run_dir))
+    assert settled(store, eid)["status"] == "COMPLETED"
 
 
 @pytest.mark.parametrize("outage", ["shorter", "longer"])
 def test_an_outage_spanning_finalize(
-    plat: Platform, demo_model: str, tmp_path: Path, outage: str
+    store: Platform, demo_model: str, tmp_path: Path, outage: str
 ) -> None:
     """Shorter than the finish timeout: ridden out. Longer: exit 75, RUNNING, then sync."""
     started: list[float] = []
@@ -262,10 +273,10 @@ def test_an_outage_spanning_finalize(
         started.append(time.monotonic())
         return 503 if outage == "longer" or started[-1] - started[0] < 2.0 else None
 
-    with FaultProxy(plat.url, refuse) as proxy:
+    with FaultProxy(store.url, refuse) as proxy:
         result = subprocess.run(
             eval_args(demo_model, tmp_path, "--run.finish-timeout", "4"),
-            env=eval_env(proxy.url, plat, tmp_path),
+            env=eval_env(proxy.url, store, tmp_path),
             capture_output=True,
             text=True,
             timeout=120,
@@ -273,18 +284,18 @@ def test_an_outage_spanning_finalize(
     run_dir = tmp_path / "r"
     eid = run_id(run_dir)
     assert proxy.refused >= 2
-    assert_exactly_once(plat, eid, trace_ids(run_dir))
+    assert_exactly_once(store, eid, trace_ids(run_dir))
     if outage == "shorter":
         assert result.returncode == 0, result.stderr
-        assert settled(plat, eid)["status"] == "COMPLETED"
+        assert settled(store, eid)["status"] == "COMPLETED"
         return
     assert result.returncode == 75, result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith(f"proctor runs sync {run_dir}")
-    assert record(plat, eid)["status"] == "RUNNING"  # never closed on a lie
-    done = sync(plat, run_dir, "--api-url", plat.url)
+    assert record(store, eid)["status"] == "RUNNING"  # never closed on a lie
+    done = sync(store, run_dir, "--api-url", store.url)
     assert done.returncode == 0, done.stderr
-    assert settled(plat, eid)["status"] == "COMPLETED"
-    assert_exactly_once(plat, eid, trace_ids(run_dir))
+    assert settled(store, eid)["status"] == "COMPLETED"
+    assert_exactly_once(store, eid, trace_ids(run_dir))
 
 
 # -- the eval stopped -------------------------------------------------------------------
@@ -292,10 +303,10 @@ def test_an_outage_spanning_finalize(
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "crash"])
 def test_resume_continues_the_same_evaluation(
-    plat: Platform, slow_model: str, tmp_path: Path, stop: signal.Signals
+    store: Platform, slow_model: str, tmp_path: Path, stop: signal.Signals
 ) -> None:
     run_dir = tmp_path / "r"
-    env = eval_env(plat.url, plat, tmp_path)
+    env = eval_env(store.url, store, tmp_path)
     first = ManagedProcess(eval_args(slow_model, tmp_path), tmp_path / "first.log", env=env)
     first.start()
     try:
@@ -307,40 +318,40 @@ def test_resume_continues_the_same_evaluation(
         first.stop()
     assert code == (130 if stop == signal.SIGINT else -signal.SIGKILL), first.output()
     eid = run_id(run_dir)
-    assert record(plat, eid)["status"] == ("CANCELLED" if stop == signal.SIGINT else "RUNNING")
+    assert record(store, eid)["status"] == ("CANCELLED" if stop == signal.SIGINT else "RUNNING")
     resumed = subprocess.run(
         eval_args(slow_model, tmp_path, "--resume"), env=env, capture_output=True, text=True
     )
     assert resumed.returncode == 0, resumed.stderr
     assert run_id(run_dir) == eid  # one run dir, one evaluation
-    rec = settled(plat, eid)
+    rec = settled(store, eid)
     assert rec["status"] == "COMPLETED" and rec["attempts"] == 2
-    assert_exactly_once(plat, eid, trace_ids(run_dir))
+    assert_exactly_once(store, eid, trace_ids(run_dir))
     assert len(trace_ids(run_dir)) == EPISODES
 
 
 def test_a_completed_evaluation_is_never_reopened(
-    plat: Platform, demo_model: str, tmp_path: Path
+    store: Platform, demo_model: str, tmp_path: Path
 ) -> None:
-    env = eval_env(plat.url, plat, tmp_path)
+    env = eval_env(store.url, store, tmp_path)
     done = subprocess.run(eval_args(demo_model, tmp_path), env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     run_dir = tmp_path / "r"
     eid = run_id(run_dir)
-    assert settled(plat, eid)["status"] == "COMPLETED"
-    before = stored_ids(plat, eid)
+    assert settled(store, eid)["status"] == "COMPLETED"
+    before = stored_ids(store, eid)
     again = subprocess.run(
         eval_args(demo_model, tmp_path, "--resume"), env=env, capture_output=True, text=True
     )
     assert again.returncode == 0, again.stderr
     assert "resuming into a new evaluation" in again.stderr
     assert run_id(run_dir) != eid
-    assert stored_ids(plat, eid) == before
-    assert record(plat, eid)["attempts"] == 1
+    assert stored_ids(store, eid) == before
+    assert record(store, eid)["attempts"] == 1
 
 
 def test_rewards_near_the_float_limit_keep_every_answer_valid_json(
-    plat: Platform, tmp_path: Path
+    store: Platform, tmp_path: Path
 ) -> None:
     from tests.runs.support import make_record
 
@@ -352,15 +363,15 @@ def test_rewards_near_the_float_limit_keep_every_answer_valid_json(
         model="demo",
         config={},
         run_dir=tmp_path / "run",
-        api_url=plat.url,
-        api_key=plat.api_key,
+        api_url=store.url,
+        api_key=store.api_key,
     )
     run.log_episodes([make_record(0, reward=1e308), make_record(1, reward=1e308)])
     run.finish()
-    rec = settled(plat, run.id)
+    rec = settled(store, run.id)
     assert rec["status"] == "COMPLETED" and rec["avg_score"] is None
     assert rec["metrics"]["avg_reward"] is None  # type: ignore[index]
-    with plat.client() as c:
+    with store.client() as c:
         for path in ("/evaluations/", f"/evaluations/{run.id}"):
             text = c.get(path, params={"limit": 500}).text
             assert "Infinity" not in text and "NaN" not in text

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import Platform
+from tests.databases import BACKENDS, platform_on
 from tests.e2e import durability
 from tests.e2e.durability import FaultProxy, run_id, runs_sync, stored_ids, trace_ids, wait_until
 from tests.procs import ManagedProcess, wait_http
@@ -27,6 +28,15 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A demo model that takes 100 ms per answer, so a run lasts long enough to hurt."""
     with durability.demo_model(tmp_path_factory.mktemp("slow-model"), latency_ms=100) as url:
         yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Platform]:
+    """A platform of its own on each database backend (the test kills and restarts it)."""
+    data_dir = tmp_path / "platform"
+    data_dir.mkdir()
+    with platform_on(request.param, data_dir) as platform:
+        yield platform
 
 
 def eval_process(api_url: str, key: str, model_url: str, out: Path, *flags: str) -> ManagedProcess:
@@ -46,25 +56,25 @@ def launcher_evaluation(plat: Platform) -> str:
 
 
 def test_platform_killed_mid_run_and_restarted(
-    platform: Platform, slow_model: str, tmp_path: Path
+    server: Platform, slow_model: str, tmp_path: Path
 ) -> None:
-    eid = launcher_evaluation(platform)
-    proc = eval_process(platform.url, platform.api_key, slow_model, tmp_path, "--run.attach", eid)
+    eid = launcher_evaluation(server)
+    proc = eval_process(server.url, server.api_key, slow_model, tmp_path, "--run.attach", eid)
     proc.start()
     try:
-        wait_until(lambda: len(stored_ids(platform, eid)) > 0)
-        platform.process.kill()
+        wait_until(lambda: len(stored_ids(server, eid)) > 0)
+        server.process.kill()
         assert proc.proc is not None and proc.proc.poll() is None, "the eval ended too early"
         time.sleep(1.0)
-        platform.process.start()
-        wait_http(f"{platform.url}/healthz", proc=platform.process.proc, timeout=60)
+        server.process.start()
+        wait_http(f"{server.url}/healthz", proc=server.process.proc, timeout=60)
         assert proc.proc.wait(timeout=180) == 0, proc.output()
     finally:
         proc.stop()
-    ids = stored_ids(platform, eid)
+    ids = stored_ids(server, eid)
     assert len(ids) == EPISODES
     assert sorted(ids) == sorted(trace_ids(tmp_path / "r"))
-    with platform.client() as c:
+    with server.client() as c:
         assert c.get(f"/evaluations/{eid}").json()["status"] in ("PROCESSING", "COMPLETED")
 
 

@@ -7,74 +7,30 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from proctor.server.app import create_app
 from proctor.server.auth import service as auth
 from proctor.server.db.models import Team
 from proctor.server.db.session import Database
 from proctor.server.settings import Settings
-from tests.conftest import BOOTSTRAP_KEY, postgres_url
+from tests.conftest import BOOTSTRAP_KEY
+from tests.databases import BACKENDS, fresh_database
 
 PUBLIC_URL = "http://proctor.test"
 
 
-def _backends() -> list[Any]:
-    return [
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(
-                    postgres_url() is None, reason="PROCTOR_TEST_POSTGRES_URL is not set"
-                ),
-            ],
-        ),
-    ]
-
-
-def _psycopg(url: str) -> str:
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
-
-
-@pytest.fixture(params=_backends())
+@pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """URL of an empty database of the parametrised backend, dropped after the test."""
     with fresh_database(request.param, tmp_path) as url:
         yield url
-
-
-@contextmanager
-def fresh_database(backend: str, tmp_path: Path) -> Iterator[str]:
-    """URL of an empty database of `backend` ("sqlite" or "postgres"), dropped afterwards."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'proctor.db'}"
-        return
-    admin_url = _psycopg(postgres_url() or "")
-    name = f"proctor_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @dataclass

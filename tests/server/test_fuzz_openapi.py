@@ -31,7 +31,7 @@ import pytest
 from proctor.server.app import create_app
 from proctor.server.settings import Settings
 from tests.conftest import BOOTSTRAP_KEY, Platform, start_platform
-from tests.server.conftest import _backends, fresh_database
+from tests.databases import BACKENDS, fresh_database
 
 pytestmark = pytest.mark.e2e
 
@@ -122,7 +122,7 @@ def _operations() -> int:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_openapi_fuzz_run_finds_nothing(fuzz_runs: dict[str, FuzzRun], backend: str) -> None:
     code, output = fuzz_runs[backend].wait()
     summary = output[output.rfind("=== SUMMARY") :] if "=== SUMMARY" in output else output

@@ -21,8 +21,8 @@ import pytest
 from proctor.server.auth import service as auth
 from proctor.server.db.models import Team
 from proctor.server.db.session import Database
-from tests.conftest import Platform, start_platform
-from tests.server.conftest import _backends, fresh_database
+from tests.conftest import Platform
+from tests.databases import BACKENDS, platform_on
 
 pytestmark = pytest.mark.e2e
 
@@ -30,25 +30,18 @@ MAX_UPLOAD = 200_000
 MAX_LINE = 50_000
 
 
-@pytest.fixture(scope="module", params=_backends())
+@pytest.fixture(scope="module", params=BACKENDS)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Platform]:
     tmp = tmp_path_factory.mktemp(f"traces-{request.param}")
-    with fresh_database(request.param, tmp) as url:
-        platform = start_platform(
-            tmp,
-            database_url=url,
-            extra_env={
-                "PROCTOR_TRACES_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
-                "PROCTOR_TRACES_MAX_LINE_BYTES": str(MAX_LINE),
-                "PROCTOR_HOSTED_IN_SERVER": "false",
-            },
-        )
-        try:
-            yield platform
-        finally:
-            platform.process.stop()
+    limits = {
+        "PROCTOR_TRACES_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
+        "PROCTOR_TRACES_MAX_LINE_BYTES": str(MAX_LINE),
+        "PROCTOR_HOSTED_IN_SERVER": "false",
+    }
+    with platform_on(request.param, tmp, extra_env=limits) as platform:
+        yield platform
 
 
 def _db(platform: Platform) -> Database:
