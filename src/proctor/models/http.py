@@ -95,6 +95,7 @@ class _Connection(asyncio.Protocol):
             self._fail(HTTPConnectionError(f"invalid HTTP answer: {e}"))
 
     def eof_received(self) -> bool:
+        self.open = False  # never lent again, even before connection_lost
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -141,8 +142,11 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._status, self._headers, self._chunks = 0, [], []
         self._got_bytes = self._headers_done = self._framed = False
-        assert self.transport is not None
-        self.transport.write(data)
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            waiter.set_exception(_Disconnected("the connection was closed before the request"))
+            return waiter
+        transport.write(data)
         return waiter
 
     def close(self) -> None:
@@ -273,7 +277,7 @@ class HTTPClient:
     def _pooled(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
-            if conn.open:
+            if conn.open and conn.transport is not None and not conn.transport.is_closing():
                 return conn
         return None
 
