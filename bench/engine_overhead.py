@@ -34,6 +34,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -452,7 +453,7 @@ def render(
     lines = [
         "# Engine overhead",
         "",
-        f"`{' '.join(['.venv/bin/python', 'bench/engine_overhead.py', *sys.argv[1:]])}` — "
+        f"`{shlex.join(['.venv/bin/python', 'bench/engine_overhead.py', *sys.argv[1:]])}` — "
         f"best of {opts.repeat} run(s) per row; {opts.rollouts} rollouts per row, demo model at "
         f"{opts.latency_ms:g} ms latency, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}. Load average (1, 5, "
