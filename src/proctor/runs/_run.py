@@ -1,4 +1,8 @@
-"""`init()` and the `Run` handle: open or attach, log episodes, finish."""
+"""`init()` and the `Run` handle: log episodes, finish.
+
+`init` resolves the settings and the mode; how the run gets its evaluation (attach, reopen,
+create, offline) is `proctor.runs._open`'s, how it is closed `proctor.runs._finish`'s.
+"""
 
 from __future__ import annotations
 
@@ -15,23 +19,12 @@ from typing import Any, Literal
 import httpx
 
 from proctor.errors import APIError, AttachError, ConfigError, PlatformError
-from proctor.runs._client import PlatformClient, PlatformUnreachable, is_transient
-from proctor.runs._evaluations import (
-    check_attachable,
-    create_evaluation,
-    reopen_evaluation,
-)
+from proctor.runs._client import PlatformClient
 from proctor.runs._finish import leave_pending, settle
+from proctor.runs._open import Wanted, open_state
 from proctor.runs._settings import load_settings
 from proctor.runs._spool import Spool
-from proctor.runs._state import (
-    PendingCreate,
-    RunState,
-    RunStatus,
-    latest_own_state,
-    retire_state,
-    spool_dir,
-)
+from proctor.runs._state import RunState, RunStatus, latest_own_state, retire_state, spool_dir
 from proctor.runs._summary import SummaryAccumulator
 from proctor.runs._uploader import RunCounters, Uploader, UploaderOptions
 
@@ -205,37 +198,55 @@ class Run:
         except BaseException:
             # A second Ctrl-C while draining: leave the finish to `proctor runs sync`.
             uploader.close()
-            state.pid = None
-            summary_doc = {**self._acc.summary(), **dict(summary or {})}
-            leave_pending(state, status=status, error=error, summary=summary_doc)
-            self.unsynced = True
-            self._save_state()
-            uploader.spool.close()
-            client.close()
+            self._leave_pending(
+                state, status, error, {**self._acc.summary(), **dict(summary or {})}
+            )
+            self._release(uploader, client, state, discard=False)
             log.warning("uploads interrupted; finish them with: %s", self.sync_command())
             raise
         uploader.close()
         doc = {**self._acc.summary(), **dict(summary or {})}
-        finished = False
+        finished = self._close(uploader, client, state, status, error, doc, drained, wait, deadline)
+        if not finished:
+            self._leave_pending(state, status, error, doc)
+        self._release(uploader, client, state, discard=drained and finished)
+        if self.errors and self.on_error == "raise":
+            raise PlatformError(f"{self.errors[0]}; run `{self.sync_command()}`")
+
+    def _close(
+        self,
+        uploader: Uploader,
+        client: PlatformClient,
+        state: RunState,
+        status: RunStatus,
+        error: str | None,
+        summary: dict[str, Any],
+        drained: bool,
+        wait: float,
+        deadline: float,
+    ) -> bool:
+        """Close the evaluation after the drain; True when nothing is left for a sync."""
         if self.offline:
             self._problem(
                 f"the platform was unreachable when run {self.id} started; its samples are "
                 f"kept in {self.directory}"
             )
-        elif drained:
+            return False
+        if drained:
             try:
                 settle(
                     client,
                     state,
                     status=status,
                     error=error,
-                    summary=doc,
+                    summary=summary,
                     deadline=max(deadline, time.monotonic() + MIN_CLOSE_S),
                 )
-                finished = True
+                return True
             except PlatformError as e:
                 self._problem(f"could not close evaluation {self.id} ({e})")
-        elif isinstance(uploader.fatal, APIError) and uploader.fatal.status_code == 409:
+                return False
+        if isinstance(uploader.fatal, APIError) and uploader.fatal.status_code == 409:
             # The evaluation was closed on the platform (e.g. its launcher cancelled it):
             # nothing can send these samples any more, so do not suggest a sync.
             self._problem(
@@ -243,22 +254,30 @@ class Run:
                 f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}",
                 sync=False,
             )
-            state.phase, state.final_status, finished = "finished", "closed elsewhere", True
-        else:
-            reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"
-            self._problem(
-                f"{uploader.counters().pending} sample(s) of evaluation {self.id} are not "
-                f"on the platform yet ({reason})"
-            )
-        if not finished:
-            leave_pending(state, status=status, error=error, summary=doc)
-            self.unsynced = True
+            state.phase, state.final_status = "finished", "closed elsewhere"
+            return True
+        reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"
+        self._problem(
+            f"{uploader.counters().pending} sample(s) of evaluation {self.id} are not "
+            f"on the platform yet ({reason})"
+        )
+        return False
+
+    def _leave_pending(
+        self, state: RunState, status: RunStatus, error: str | None, summary: dict[str, Any]
+    ) -> None:
+        leave_pending(state, status=status, error=error, summary=summary)
+        self.unsynced = True
+
+    def _release(
+        self, uploader: Uploader, client: PlatformClient, state: RunState, *, discard: bool
+    ) -> None:
+        # The process lets go of the run: its state is left for a sync; `discard` deletes a
+        # spool the platform acknowledged whole.
         state.pid = None
         self._save_state()
-        uploader.spool.close(discard_if_drained=drained and finished)
+        uploader.spool.close(discard_if_drained=discard)
         client.close()
-        if self.errors and self.on_error == "raise":
-            raise PlatformError(f"{self.errors[0]}; run `{self.sync_command()}`")
 
     def sync_command(self) -> str:
         """The command that sends what this run left in its spool."""
@@ -337,63 +356,37 @@ def init(
     """
     settings = load_settings(api_url=api_url, api_key=api_key, team_id=team_id, mode=mode)
     key = settings.key()
-    run_mode = settings.runs_mode or ("online" if key else None)
-    if id is not None and run_mode == "disabled":
-        raise AttachError(
-            f"cannot attach to evaluation {id} while PROCTOR_RUNS_MODE=disabled; unset it to upload"
-        )
-    if run_mode is None:
-        if id is not None:
-            raise AttachError(
-                f"cannot attach to evaluation {id} without an API key; set PROCTOR_API_KEY"
-            )
-        log.warning("no platform API key (PROCTOR_API_KEY): this run is not uploaded")
-        run_mode = "disabled"
-    if run_mode == "disabled":
+    if _resolve_mode(settings.runs_mode, key, id) == "disabled":
         return Run(id=f"local-{uuid.uuid4().hex[:12]}", name=name, url=None, attached=False)
-    if key is None:
-        raise ConfigError("PROCTOR_RUNS_MODE=online needs an API key; set PROCTOR_API_KEY.")
-
+    assert key is not None  # _resolve_mode: online needs a key
     previous = latest_own_state(run_dir) if resume and id is None and run_dir is not None else None
     client = PlatformClient(settings.api_url, key, http=http)
-    try:
-        if id is not None:
-            record = check_attachable(client, id)
-            state = RunState(
-                evaluation_id=id,
-                api_url=settings.api_url,
-                attached=True,
-                name=name,
-                viewer_url=record.get("viewer_url"),
-                expected_samples=expected_samples,
-            )
-            offline = False
-        else:
-            state, offline = _open_own(
-                client,
-                previous[1] if previous else None,
-                name=name,
-                environments=environments,
-                model=model,
-                config=config,
-                team_id=settings.team_id,
-                api_url=settings.api_url,
-                expected_samples=expected_samples,
-                can_go_offline=run_dir is not None,
-            )
-    except BaseException:
-        client.close()
-        raise
+    wanted = Wanted(
+        name=name,
+        environments=environments,
+        model=model,
+        config=config,
+        team_id=settings.team_id,
+        api_url=settings.api_url,
+        expected_samples=expected_samples,
+    )
+    state, offline = open_state(
+        client,
+        wanted,
+        attach_id=id,
+        previous=previous[1] if previous else None,
+        can_go_offline=run_dir is not None,
+    )
     state.pid = os.getpid()
-    evaluation_id = state.evaluation_id
-    base = run_dir if run_dir is not None else Path.home() / ".proctor" / "spool"
-    directory = spool_dir(base, evaluation_id) if run_dir is not None else base / evaluation_id
+    directory = _spool_directory(run_dir, state.evaluation_id)
     if previous is not None and previous[0] != directory and not offline:
         # An offline attempt's evaluation now exists: this state supersedes that one.
         retire_state(previous[0])
-    log.info("run %s %s at %s", evaluation_id, "attached" if id else "opened", state.viewer_url)
+    log.info(
+        "run %s %s at %s", state.evaluation_id, "attached" if id else "opened", state.viewer_url
+    )
     return Run(
-        id=evaluation_id,
+        id=state.evaluation_id,
         name=name,
         url=state.viewer_url,
         attached=id is not None,
@@ -407,116 +400,35 @@ def init(
     )
 
 
-def _open_own(
-    client: PlatformClient,
-    previous: RunState | None,
-    *,
-    name: str,
-    environments: Sequence[str],
-    model: str,
-    config: Mapping[str, Any] | None,
-    team_id: str | None,
-    api_url: str,
-    expected_samples: int | None,
-    can_go_offline: bool,
-) -> tuple[RunState, bool]:
-    """The state of a run that owns its evaluation: reopened, created, or offline.
+def _resolve_mode(
+    runs_mode: Literal["online", "disabled"] | None, key: str | None, attach_id: str | None
+) -> Literal["online", "disabled"]:
+    """`online` or `disabled`: the setting, else online when there is a key.
 
-    One run directory, one evaluation: a resumed run takes back the evaluation its earlier
-    attempt created (reopen), or creates it with the earlier attempt's Idempotency-Key when
-    that attempt ran offline. A platform that stays unreachable makes the run go on offline
-    (when it has a run directory to keep its records in).
+    Raises:
+        AttachError: attaching while disabled, or without a key.
+        ConfigError: online without a key.
     """
-    stored = dict(config or {})
-    if previous is not None and previous.pending_create is None:
-        try:
-            attempts = reopen_evaluation(
-                client, previous.evaluation_id, deadline=time.monotonic() + 5.0
-            )
-            log.info("resuming evaluation %s (attempt %d)", previous.evaluation_id, attempts)
-            state = previous.model_copy(
-                update={
-                    "phase": "open",
-                    "pending_finish": None,
-                    "final_status": None,
-                    "config": stored,
-                    "expected_samples": expected_samples,
-                    "reopen_pending": False,
-                }
-            )
-            return state, False
-        except PlatformError as e:
-            if isinstance(e, APIError) and e.status_code == 409:
-                log.warning(
-                    "evaluation %s takes no more samples (%s); resuming into a new evaluation",
-                    previous.evaluation_id,
-                    e,
-                )
-                return _open_own(
-                    client,
-                    None,
-                    name=name,
-                    environments=environments,
-                    model=model,
-                    config=config,
-                    team_id=team_id,
-                    api_url=api_url,
-                    expected_samples=expected_samples,
-                    can_go_offline=can_go_offline,
-                )
-            if not is_transient(e):
-                raise PlatformError(
-                    f"cannot resume evaluation {previous.evaluation_id} ({e})"
-                ) from e
-            if not can_go_offline:
-                raise
-            log.warning("%s; the run goes on offline: upload it later with `proctor runs sync`", e)
-            state = previous.model_copy(
-                update={"phase": "open", "pending_finish": None, "reopen_pending": True}
-            )
-            return state, True
-    key = (
-        previous.pending_create.key
-        if previous is not None and previous.pending_create is not None
-        else uuid.uuid4().hex
-    )
-    try:
-        created = create_evaluation(
-            client,
-            name=name,
-            environments=environments,
-            model=model,
-            config=config,
-            team_id=team_id,
-            key=key,
+    run_mode = runs_mode or ("online" if key else None)
+    if attach_id is not None and run_mode == "disabled":
+        raise AttachError(
+            f"cannot attach to evaluation {attach_id} while PROCTOR_RUNS_MODE=disabled; "
+            "unset it to upload"
         )
-    except PlatformUnreachable as e:
-        if not can_go_offline:
-            raise PlatformError(str(e)) from e
-        log.warning("%s; the run goes on offline: upload it later with `proctor runs sync`", e)
-        local_id = previous.evaluation_id if previous is not None else f"offline-{key[:16]}"
-        pending = PendingCreate(
-            key=key, environments=list(environments), model=model, team_id=team_id
-        )
-        state = RunState(
-            evaluation_id=local_id,
-            api_url=api_url,
-            attached=False,
-            name=name,
-            config=stored,
-            expected_samples=expected_samples,
-            pending_create=pending,
-        )
-        return state, True
-    state = RunState(
-        evaluation_id=str(created["evaluation_id"]),
-        api_url=api_url,
-        attached=False,
-        name=name,
-        viewer_url=created.get("viewer_url"),
-        config=stored,
-        expected_samples=expected_samples,
-        create_key=key,
-        local_ids=[previous.evaluation_id] if previous is not None else [],
-    )
-    return state, False
+    if run_mode is None:
+        if attach_id is not None:
+            raise AttachError(
+                f"cannot attach to evaluation {attach_id} without an API key; set PROCTOR_API_KEY"
+            )
+        log.warning("no platform API key (PROCTOR_API_KEY): this run is not uploaded")
+        return "disabled"
+    if run_mode == "online" and key is None:
+        raise ConfigError("PROCTOR_RUNS_MODE=online needs an API key; set PROCTOR_API_KEY.")
+    return run_mode
+
+
+def _spool_directory(run_dir: Path | None, evaluation_id: str) -> Path:
+    """`<run_dir>/platform/<id>/`, or `~/.proctor/spool/<id>/` without a run directory."""
+    if run_dir is not None:
+        return spool_dir(run_dir, evaluation_id)
+    return Path.home() / ".proctor" / "spool" / evaluation_id
