@@ -218,9 +218,6 @@ def _sync_one(
         )
     deadline = time.monotonic() + timeout
     client = PlatformClient(api_url or state.api_url, settings_key)
-    recovered = sent = 0
-    pending = 0
-    action = "nothing to close"
     try:
         try:
             if state.pending_create is not None:
@@ -235,48 +232,74 @@ def _sync_one(
         eid = state.evaluation_id
         spool = Spool(directory)
         try:
-            # Everything this run logged: the spool's lines and the traces' records.
-            lines: dict[str, bytes] = {}
-            for line in spool.lines():
-                try:
-                    lines.setdefault(str(json.loads(line)["sample_id"]), line)
-                except (ValueError, KeyError, TypeError):
-                    continue
-            records: dict[str, dict[str, Any]] = {}
-            if run_dir is not None:
-                ids = {eid, *state.local_ids}
-                for record in _trace_records(run_dir, ids, sole=sole):
-                    records[str(record["id"])] = record
-                for sid, record in records.items():
-                    if sid not in lines:
-                        try:
-                            lines[sid] = record_to_line(record)
-                        except Exception as e:  # one malformed record must not stop the rest
-                            log.warning("record %s cannot be turned into a sample: %r", sid, e)
-                            continue
-                        recovered += 1
-            try:
-                held = server_sample_ids(client, eid, deadline=deadline)
-                missing = [line for sid, line in lines.items() if sid not in held]
-                if state.phase != "finished" and missing:
-                    sent, rejected = _send(client, eid, missing, deadline, spool)
-                    held.update(lines)
-                    missing = []
-                    if rejected:
-                        log.warning("%d sample(s) refused for good (rejected.jsonl)", rejected)
-                pending = len(missing) if state.phase != "finished" else 0
-                action = _close(client, state, records, held, deadline)
-            except PlatformError as e:
-                pending = max(pending, len(lines) - sent) if state.phase != "finished" else 0
-                action = f"not closed: {e}"
-                if isinstance(e, APIError) and e.status_code == 409:
-                    action = f"not closed: the evaluation was closed on the platform ({e})"
+            lines, records, recovered = _logged(spool, run_dir, state, sole=sole)
+            sent, pending, action = _deliver(client, state, lines, records, spool, deadline)
         finally:
             state.save(directory)
             spool.close(discard_if_drained=False)
     finally:
         client.close()
     return SyncReport(eid, state.viewer_url, recovered, sent, pending, action)
+
+
+def _logged(
+    spool: Spool, run_dir: Path | None, state: RunState, *, sole: bool
+) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], int]:
+    """Everything this run logged: the spool's lines and the traces' records.
+
+    Returns (sample id -> line, sample id -> trace record, lines recovered from the traces).
+    """
+    lines: dict[str, bytes] = {}
+    for line in spool.lines():
+        try:
+            lines.setdefault(str(json.loads(line)["sample_id"]), line)
+        except (ValueError, KeyError, TypeError):
+            continue
+    records: dict[str, dict[str, Any]] = {}
+    recovered = 0
+    if run_dir is not None:
+        ids = {state.evaluation_id, *state.local_ids}
+        for record in _trace_records(run_dir, ids, sole=sole):
+            records[str(record["id"])] = record
+        for sid, record in records.items():
+            if sid not in lines:
+                try:
+                    lines[sid] = record_to_line(record)
+                except Exception as e:  # one malformed record must not stop the rest
+                    log.warning("record %s cannot be turned into a sample: %r", sid, e)
+                    continue
+                recovered += 1
+    return lines, records, recovered
+
+
+def _deliver(
+    client: PlatformClient,
+    state: RunState,
+    lines: dict[str, bytes],
+    records: dict[str, dict[str, Any]],
+    spool: Spool,
+    deadline: float,
+) -> tuple[int, int, str]:
+    """Send what the server lacks, then close the run. Returns (sent, pending, action)."""
+    eid = state.evaluation_id
+    sent = pending = 0
+    try:
+        held = server_sample_ids(client, eid, deadline=deadline)
+        missing = [line for sid, line in lines.items() if sid not in held]
+        if state.phase != "finished" and missing:
+            sent, rejected = _send(client, eid, missing, deadline, spool)
+            held.update(lines)
+            missing = []
+            if rejected:
+                log.warning("%d sample(s) refused for good (rejected.jsonl)", rejected)
+        pending = len(missing) if state.phase != "finished" else 0
+        action = _close(client, state, records, held, deadline)
+    except PlatformError as e:
+        pending = max(pending, len(lines) - sent) if state.phase != "finished" else 0
+        action = f"not closed: {e}"
+        if isinstance(e, APIError) and e.status_code == 409:
+            action = f"not closed: the evaluation was closed on the platform ({e})"
+    return sent, pending, action
 
 
 def _close(
