@@ -6,6 +6,8 @@
      │    ├── SandboxUnavailable    model-written code cannot be run isolated here
      │    └── RunDirError           the run directory cannot be used as asked
      ├── ModelError             the model endpoint failed after retries (recorded on an episode)
+ ├── HTTPConnectionError    a chat request got no complete answer (the chat client turns it
+ │                          into the SDK's APIConnectionError, so users never see it)
      ├── JudgeError             a judge model's reply held no score (recorded on an episode)
      ├── ToolCallError          a tool call failed; the message is what the model is told
      ├── SandboxError           a sandbox backend refused a request or could not be reached
@@ -57,6 +59,10 @@ class SandboxUnavailable(ConfigError):
 
 class RunDirError(ConfigError):
     """The run directory already holds results, or does not match a resume."""
+
+
+class HTTPConnectionError(ProctorError):
+    """A chat request got no complete answer: the connection failed or the answer was broken."""
 
 
 class ModelError(ProctorError):

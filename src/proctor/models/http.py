@@ -30,12 +30,10 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from proctor.errors import HTTPConnectionError
+
 DNS_TTL_S = 300.0
 """How long a host's addresses are reused (as the aiohttp connector it replaced did)."""
-
-
-class HTTPConnectionError(Exception):
-    """The request got no complete answer: the connection failed or the answer was broken."""
 
 
 @dataclass(slots=True)
