@@ -150,40 +150,83 @@ print(json.dumps({"first": first, "last": last, "n": len(logs[0].samples or task
 """
 
 VERIFIERS = r"""
-import asyncio, difflib, json, sys, time
+import asyncio, difflib, json, os, sys, tempfile, time, types
 url, tasks_file, c = sys.argv[1], sys.argv[2], int(sys.argv[3])
 tasks = json.load(open(tasks_file))
-import verifiers as vf
-from datasets import Dataset
-from openai import AsyncOpenAI
+import httpx
+import verifiers.v1 as vf
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
 
-def similarity(completion, answer, **kwargs) -> float:
-    text = completion[-1]["content"] if isinstance(completion, list) else completion
-    return difflib.SequenceMatcher(None, text or "", answer, autojunk=False).ratio()
+class ReverseData(vf.TaskData):
+    answer: str
 
-dataset = Dataset.from_list([{"question": t["prompt"], "answer": t["answer"]} for t in tasks])
-env = vf.SingleTurnEnv(dataset=dataset, eval_dataset=dataset,
-                       rubric=vf.Rubric(funcs=[similarity]))
-client = AsyncOpenAI(base_url=url, api_key="x")
+class ReverseTask(vf.Task[ReverseData]):
+    @vf.reward(weight=1.0)
+    async def similarity(self, trace: vf.Trace) -> float:
+        return difflib.SequenceMatcher(None, trace.last_reply, self.data.answer,
+                                       autojunk=False).ratio()
+
+class ReverseTaskset(vf.Taskset[ReverseTask, vf.TasksetConfig]):
+    def load(self):
+        return [ReverseTask(ReverseData(prompt=t["prompt"], answer=t["answer"]),
+                            self.config.task) for t in tasks]
+
+http = None
+
+class InProcessHarness(vf.Harness[vf.HarnessConfig]):
+    # verifiers.v1.harness.Harness.launch: "a harness may run its loop in-process instead of
+    # launching a program, as long as every model call goes through `endpoint` + `secret`".
+    # The stock single-turn harness (`null`) launches a PEP 723 chat program through `uv`
+    # per rollout; this one makes its one chat call from here, through the interception.
+    APPENDS_SYSTEM_PROMPT = True
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def setup(self, runtime):
+        pass
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data):
+        global http
+        if http is None:  # a pool that keeps all c connections alive, as for the loops
+            limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+            http = httpx.AsyncClient(limits=limits, timeout=60)
+        reply = await http.post(
+            endpoint.rstrip("/") + "/chat/completions",
+            headers={"Authorization": f"Bearer {secret}"},
+            json={"model": ctx.model, "messages": [{"role": "user", "content": data.prompt}]})
+        reply.raise_for_status()
+        return vf.ProgramResult(exit_code=0, stdout="", stderr="")
+
+# verifiers loads tasksets and harnesses as plugins by module name; a taskset module that
+# also exports a Harness makes it the default harness of its agent.
+plugin = types.ModuleType("proctor_bench")
+plugin.ReverseTaskset, plugin.InProcessHarness = ReverseTaskset, InProcessHarness
+plugin.__all__ = ["ReverseTaskset", "InProcessHarness"]
+sys.modules["proctor_bench"] = plugin
+config = EvalConfig.model_validate({
+    "env": {"taskset": {"id": "proctor_bench"},
+            "agent": {"runtime": {"type": "subprocess"}}},  # default: a Prime sandbox
+    "model": "demo", "client": {"base_url": url, "api_key_var": "OPENAI_API_KEY"},
+    "max_concurrent": c, "rich": None, "push": False, "output_dir": tempfile.mkdtemp()})
 first = time.time()
-results = env.evaluate(client=client, model="demo", num_examples=len(tasks),
-                       rollouts_per_example=1, max_concurrent=c)
+episodes = asyncio.run(run_eval(config))  # what `vf-eval` runs: interception, trace, scoring
 last = time.time()
-print(json.dumps({"first": first, "last": last, "n": len(tasks)}))
+traces = [t for e in episodes for t in e.traces]
+failed = [t for t in traces if t.has_error]
+assert not failed, failed[0].last_error
+assert all(t.last_reply for t in traces), "a rollout's trace has no reply"
+print(json.dumps({"first": first, "last": last, "n": len(traces)}))
 """
 
 PEERS: dict[str, tuple[str, str | None]] = {
     "raw asyncio floor": (RAW_FLOOR, None),
     "bare openai loop": (BARE_OPENAI, "openai"),
     "inspect-ai": (INSPECT, "inspect-ai"),
+    # verifiers 0.4.0 (`verifiers.v1`): its eval runner (`run_eval`, what `vf-eval` runs) with
+    # an in-process single-turn harness on the subprocess runtime; see the script above.
+    "verifiers": (VERIFIERS, "verifiers"),
 }
-# verifiers 0.4.0 is installed by `--with-verifiers`, but the harness above is for < 0.4: 0.4.0
-# replaced `vf.SingleTurnEnv(...).evaluate()` with the agent/harness stack of `verifiers.v1`,
-# where even a single-turn rollout is a chat program launched per rollout through a runtime
-# (`Runtime.prepare_uv_script`: a PEP 723 script run by `uv`, bootstrapped with curl) behind
-# an interception proxy; this machine has no `uv` and no network for its bootstrap.
-if "--with-verifiers" in sys.argv:
-    PEERS["verifiers"] = (VERIFIERS, "verifiers")
 
 
 BASELINE = "proctor single-turn, before"
@@ -322,9 +365,6 @@ def main() -> int:
         type=Path,
         help="also run the single-turn rows with the proctor of this source tree (a checkout "
         "or `git archive` of another commit), in the same run: before/after at the same load",
-    )
-    parser.add_argument(
-        "--with-verifiers", action="store_true", help="also verifiers (harness for < 0.4 only)"
     )
     parser.add_argument("--base-url", help="use this endpoint instead of starting a demo model")
     parser.add_argument(
