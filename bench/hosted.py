@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ from proctor.contract import TERMINAL_STATUSES
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.e2e.hosted_helpers import hub_project  # noqa: E402
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-hosted-0123456789abcdef"
@@ -136,18 +136,6 @@ def _push(url: str, project: Path) -> None:
         raise RuntimeError(f"push failed: {done.stdout}{done.stderr}")
 
 
-def _variant(base: Path, name: str, version: str, deps: str = "") -> Path:
-    target = base / f"{name}-{version}"
-    shutil.copytree(ROOT / "tests" / "e2e" / "hub_env", target)
-    text = (target / "pyproject.toml").read_text()
-    text = text.replace('name = "tiny-echo"', f'name = "{name}"')
-    text = text.replace('version = "0.1.0"', f'version = "{version}"')
-    if deps:
-        text = text.replace('dependencies = ["proctor"]', f'dependencies = ["proctor", {deps}]')
-    (target / "pyproject.toml").write_text(text)
-    return target
-
-
 def first_sample_latency(
     client: httpx.Client, data_dir: Path, env: str, n: int, r: int, model_url: str
 ) -> float:
@@ -185,7 +173,7 @@ def run_pushed(
     installed, cold, warm = [], [], []
     n = min(n, 8)  # tiny-echo has 8 tasks
     for i in range(runs):
-        _push(url, _variant(data_dir / "projects", "tiny-echo", f"0.1.{i}"))
+        _push(url, hub_project(data_dir / "projects", version=f"0.1.{i}"))
         installed.append(first_sample_latency(client, data_dir, "alphabet-sort", n, r, model_url))
         cold.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
         warm.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
@@ -314,7 +302,7 @@ def main() -> int:
             url = f"http://127.0.0.1:{port}"
             (data_dir / "empty-index").mkdir()
             broken = '"proctor-bench-missing-dependency>=1"'
-            _push(url, _variant(data_dir / "projects", "broken-echo", "0.1.0", broken))
+            _push(url, hub_project(data_dir / "projects", name="broken-echo", deps=broken))
             batches = [
                 run_batch(
                     client,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +16,8 @@ from tests.conftest import Platform
 from proctor.contract import TERMINAL_STATUSES
 
 TERMINAL = TERMINAL_STATUSES
+HUB_PACKAGE = Path(__file__).parent / "hub_env"
+"""The example environment package the hub tests and bench/hosted.py publish."""
 
 
 def create_hosted(client: httpx.Client, env: str = "alphabet-sort", **eval_config: Any) -> str:
@@ -92,3 +96,20 @@ def all_command_lines() -> str:
     for proc in psutil.process_iter(["cmdline"]):
         lines.append(" ".join(proc.info["cmdline"] or []))
     return "\n".join(lines)
+
+
+def hub_project(
+    tmp_path: Path, *, name: str = "tiny-echo", version: str = "0.1.0", deps: str = ""
+) -> Path:
+    """A copy of the example hub package, renamed / re-versioned / with extra dependencies."""
+    target = tmp_path / f"{name}-{version}"
+    shutil.copytree(
+        HUB_PACKAGE, target, ignore=shutil.ignore_patterns("dist", "__pycache__", ".prime")
+    )
+    text = (target / "pyproject.toml").read_text()
+    text = text.replace('name = "tiny-echo"', f'name = "{name}"')
+    text = text.replace('version = "0.1.0"', f'version = "{version}"')
+    if deps:
+        text = text.replace('dependencies = ["proctor"]', f'dependencies = ["proctor", {deps}]')
+    (target / "pyproject.toml").write_text(text)
+    return target

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.conftest import Platform, start_platform
+from tests.e2e.hosted_helpers import hub_project as project
 from tests.e2e.hosted_helpers import wait_closed
 from tests.procs import PROCTOR
 
@@ -24,7 +24,6 @@ from proctor.server.db.session import Database
 
 pytestmark = pytest.mark.e2e
 
-PACKAGE = Path(__file__).parent / "hub_env"
 PRIME_BIN = str(Path(sys.executable).with_name("prime"))  # the dev extra's prime 0.18.0
 
 
@@ -53,21 +52,6 @@ def make_key(platform: Platform, user: str, team: str | None = None) -> str:
             return auth.create_key(session, name=user, team_id=team).secret
     finally:
         db.dispose()
-
-
-def project(
-    tmp_path: Path, *, name: str = "tiny-echo", version: str = "0.1.0", deps: str = ""
-) -> Path:
-    """A copy of the example package, renamed / re-versioned / with extra dependencies."""
-    target = tmp_path / f"{name}-{version}"
-    shutil.copytree(PACKAGE, target, ignore=shutil.ignore_patterns("dist", "__pycache__", ".prime"))
-    text = (target / "pyproject.toml").read_text()
-    text = text.replace('name = "tiny-echo"', f'name = "{name}"')
-    text = text.replace('version = "0.1.0"', f'version = "{version}"')
-    if deps:
-        text = text.replace('dependencies = ["proctor"]', f'dependencies = ["proctor", {deps}]')
-    (target / "pyproject.toml").write_text(text)
-    return target
 
 
 def proctor(
