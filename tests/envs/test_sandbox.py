@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.envs import Sandbox, SandboxLimits, load_environment
+from proctor.envs import Sandbox, SandboxLimits, _cgroup, load_environment
 from proctor.errors import ConfigError, SandboxUnavailable
 from tests.procs import PROCTOR
 
@@ -165,6 +165,110 @@ async def test_output_flood_is_cut_off(sandbox: Sandbox) -> None:
     result = await sandbox.run_python("while True:\n    print('x' * 100)\n")
     assert result.output_truncated and not result.timed_out and not result.ok
     assert len(result.stdout) == LIMITS.max_output_bytes
+
+
+SECRETS = {"OPENAI_API_KEY": "sk-openai-must-not-leak", "PROCTOR_API_KEY": "pk-must-not-leak"}
+
+
+async def test_model_written_code_finds_no_secret_in_any_process_it_can_see(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The eval's keys are in proctor's environment; the program looks where a hostile one
+    # would: its own environ, the sandbox's PID 1 (bubblewrap's) and every other process.
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    code = """
+import os
+pids = ["1", "self"] + sorted(p for p in os.listdir("/proc") if p.isdigit())
+for pid in pids:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            print("environ", pid, f.read().replace(b"\\0", b" ").decode(errors="replace"))
+    except OSError as e:
+        print("unreadable", pid, e.errno)
+"""
+    result = await sandbox.run_python(code)
+    assert result.ok, result.stderr
+    # The probe did read the processes it names (a failed probe would prove nothing).
+    assert "environ 1 " in result.stdout and "environ self PATH=" in result.stdout
+    for name, value in SECRETS.items():
+        assert value not in result.stdout and name not in result.stdout
+
+
+HOSTILE_MEMORY = r"""
+import os, signal, time
+MiB = 1 << 20
+PLAN = [("shm", 150)] + [("mem", 48)] * 6
+def child(job, mib, w):
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # the OOM killer takes these before their parent
+    held, blocks = 0, []
+    try:
+        if job == "shm":
+            with open("/dev/shm/fill", "wb") as f:
+                while held < mib * MiB:
+                    f.write(b"s" * MiB)
+                    f.flush()
+                    held += MiB
+        else:
+            while held < mib * MiB:
+                blocks.append(bytearray(b"m" * MiB))
+                held += MiB
+    except (OSError, MemoryError):
+        pass
+    os.write(w, b"%d\n" % held)
+    time.sleep(60)
+    os._exit(0)
+kids = []
+for job, mib in PLAN:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        child(job, mib, w)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        line = f.readline()
+    kids.append((pid, job, int(line) if line.strip() else 0))
+held = 0
+for pid, job, n in kids:
+    if job == "shm":
+        continue
+    if os.waitpid(pid, os.WNOHANG) == (0, 0):
+        held += n
+try:
+    held += os.path.getsize("/dev/shm/fill")
+except OSError:
+    pass
+print("intended_mib", sum(m for _, m in PLAN), "held_mib", held // MiB, flush=True)
+for pid, _, _ in kids:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+"""Forks children that each hold 48 MiB, after one that fills `/dev/shm` with 150 MiB (438 MiB
+meant in all); children report what they hold once they hold it, so the parent, which
+allocates nothing itself, sums what is held at once by processes still alive plus the
+tmpfs file (whose pages belong to no process)."""
+
+
+@pytest.mark.skipif(not _cgroup.available(), reason="no cgroup can be made here (not root)")
+async def test_forks_and_dev_shm_together_stay_under_the_sandbox_memory_cap() -> None:
+    limits = SandboxLimits(
+        timeout_s=30.0,
+        cpu_s=20,
+        memory_mb=96,
+        max_processes=16,
+        max_output_bytes=4096,
+        disk_mb=160,
+    )
+    result = await Sandbox(limits, max_concurrent=1).run_python(HOSTILE_MEMORY)
+    assert not result.timed_out, result
+    words = result.stdout.split()
+    assert words[:2] == ["intended_mib", "438"], (result.stdout, result.stderr)
+    held = int(words[3])
+    assert held < limits.memory_mb, result.stdout
 
 
 def test_bad_limits_are_refused() -> None:

@@ -7,8 +7,14 @@ Every `Sandbox.run()` starts a fresh `bwrap` process tree and throws it away aft
   remounted read-only, no `/home`, no `/etc` beyond the linker cache;
 - a private, writable `/work` (the working directory, holding the given files) and `/tmp`,
   both size-limited tmpfs that vanish with the sandbox;
-- no inherited environment variables (API keys stay outside), its own PID, IPC and UTS
-  namespaces, no capabilities, a new session (no terminal injection);
+- no inherited environment variables (API keys stay outside): bubblewrap itself starts
+  from an empty environment, so no process the program can see, not even the sandbox's
+  PID 1 (`/proc/1/environ`), holds more than the few variables set below;
+- its own PID, IPC and UTS namespaces, no capabilities, a new session (no terminal
+  injection);
+- one memory cap for the whole sandbox, its processes and the files it writes to its tmpfs
+  (`/work`, `/tmp`, a size-capped `/dev/shm`) together, and a process cap: a cgroup of its
+  own (`_cgroup.py`), where proctor may make one (as root, or in a delegated cgroup v2);
 - rlimits set with `prlimit` inside the sandbox: CPU seconds, address space, processes,
   file size. The wall-clock timeout and the output cap are enforced here; either one kills
   the whole sandbox.
@@ -36,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proctor.envs._cgroup import SandboxCgroup
 from proctor.errors import SandboxUnavailable
 
 logger = logging.getLogger(__name__)
@@ -45,6 +52,17 @@ NOBODY = 65534
 _NEVER_UNSANDBOXED = "proctor never runs model-written code unsandboxed"
 _BWRAP_MESSAGE = "bwrap: "
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+_CGROUP_FAILED = 125
+"""Exit status of the sandbox's first process when it could not join its cgroup."""
+_JOIN_CGROUP = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'echo $$ > "$1" || { echo "proctor: cannot join the cgroup $1" >&2; exit 125; }; '
+    'shift; n=$((n - 1)); done; exec "$@"'
+)
+"""The sandbox's first process: join its cgroup(s), then become bubblewrap; everything the
+sandbox starts is counted from its first page on."""
+_CLEAN_ENVIRONMENT: dict[str, str] = {}
+"""What bubblewrap itself is started with: nothing (its PID 1 is visible to the program)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +74,17 @@ class SandboxLimits:
     cpu_s: int = 10
     """CPU seconds per process (RLIMIT_CPU: SIGXCPU, then SIGKILL)."""
     memory_mb: int = 512
-    """Address space per process in MiB (RLIMIT_AS: allocations past it fail)."""
+    """Memory in MiB of the whole sandbox, its processes and its tmpfs files together (its
+    cgroup: past it the kernel kills one of its processes), and the address space of each
+    process (RLIMIT_AS: allocations past it fail)."""
     max_processes: int = 32
-    """Processes and threads alive at once inside the sandbox (RLIMIT_NPROC)."""
+    """Processes and threads alive at once inside the sandbox (RLIMIT_NPROC, and its
+    cgroup's pids.max)."""
     max_output_bytes: int = 64 * 1024
     """Bytes kept of stdout and of stderr each; more kills the sandbox (`output_truncated`)."""
     disk_mb: int = 64
-    """Size of `/work` and of `/tmp` (tmpfs) in MiB; also the largest file (RLIMIT_FSIZE)."""
+    """Size of `/work`, of `/tmp` and of `/dev/shm` (tmpfs) in MiB each; also the largest
+    file (RLIMIT_FSIZE). Their pages count toward `memory_mb` too."""
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "cpu_s", "memory_mb", "max_processes", "max_output_bytes"):
@@ -173,7 +195,14 @@ class Sandbox:
     def _probe(self, bwrap: str, prlimit: str) -> str | None:
         argv = self._argv(bwrap, prlimit, [], [self.python, "-c", "pass"])
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+                env=_CLEAN_ENVIRONMENT,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"bubblewrap could not be started ({e}): {_NEVER_UNSANDBOXED}."
         if done.returncode == 0:
@@ -231,19 +260,35 @@ class Sandbox:
                 os.lseek(fd, 0, os.SEEK_SET)
                 fds.append((fd, name))
             argv = self._argv(bwrap, prlimit, fds, list(command))
-            started = time.perf_counter()
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=[fd for fd, _ in fds],
-                start_new_session=True,
+            cgroup = SandboxCgroup.create(
+                self.limits.memory_mb << 20, self.limits.max_processes + _HELPERS
             )
+            if cgroup is not None:
+                joins = cgroup.procs_files
+                argv = ["/bin/sh", "-c", _JOIN_CGROUP, "sh", str(len(joins)), *joins, *argv]
+            started = time.perf_counter()
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=[fd for fd, _ in fds],
+                    start_new_session=True,
+                    env=_CLEAN_ENVIRONMENT,
+                )
+            except BaseException:
+                if cgroup is not None:
+                    cgroup.remove()
+                raise
         finally:
             for fd, _ in fds:
                 os.close(fd)  # bwrap has its own copies once started
-        return await self._collect(proc, stdin, started)
+        try:
+            return await self._collect(proc, stdin, started)
+        finally:
+            if cgroup is not None:
+                await _remove(cgroup)
 
     async def _collect(
         self, proc: asyncio.subprocess.Process, stdin: str | None, started: float
@@ -296,6 +341,11 @@ class Sandbox:
         duration = time.perf_counter() - started
         killed = timed_out or overflow.is_set()
         stderr = err.decode(errors="replace")
+        if proc.returncode == _CGROUP_FAILED and stderr.startswith("proctor: cannot join"):
+            raise SandboxUnavailable(
+                f"the sandbox could not join its cgroup ({stderr.strip()[:300]}): "
+                f"{_NEVER_UNSANDBOXED}."
+            )
         if proc.returncode == 1 and stderr.startswith(_BWRAP_MESSAGE) and not killed:
             # bwrap's own set-up failed: the program never ran, so this is no verdict on it.
             raise SandboxUnavailable(
@@ -353,7 +403,8 @@ class Sandbox:
             argv += ["--ro-bind", prefix, prefix]
         argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
-        argv += ["--size", str(disk), "--tmpfs", "/tmp", "--size", str(disk), "--tmpfs", "/work"]
+        for tmpfs in ("/dev/shm", "/tmp", "/work"):
+            argv += ["--size", str(disk), "--tmpfs", tmpfs]
         for fd, name in files:
             argv += ["--file", str(fd), f"/work/{name}"]
         argv += ["--chdir", "/work", "--remount-ro", "/", "--"]
@@ -382,6 +433,19 @@ def _as_user() -> list[str]:
             f"PATH; install util-linux: {_NEVER_UNSANDBOXED}."
         )
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+
+
+_HELPERS = 2
+"""Processes of a sandbox besides the program's: bubblewrap's monitor and its PID 1."""
+
+
+async def _remove(cgroup: SandboxCgroup) -> None:
+    """Remove a finished sandbox's cgroup once its last process is gone (a bounded wait)."""
+    for _ in range(100):
+        if cgroup.remove():
+            return
+        await asyncio.sleep(0.02)
+    logger.warning("the cgroup of a finished sandbox is still busy; it is left for later")
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
