@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import Platform
 from tests.eval.helpers import (
@@ -178,3 +179,52 @@ def test_default_workers_are_the_cores_beyond_the_first_for_big_runs() -> None:
     # Asked for: as asked, within the episodes to run.
     assert effective_workers(3, concurrency=256, jobs=2000, cores=2) == 3
     assert effective_workers(4, concurrency=2, jobs=2000, cores=16) == 2
+
+
+RAISING_ENV = """
+from proctor.envs import SingleTurnEnv, Task, Taskset, reward
+
+
+@reward(weight=1.0)
+def one(response: str) -> float:
+    return 1.0
+
+
+def load_environment(*, kind: str = "set"):
+    if kind == "set":  # a task no trace line can hold: the episode's record cannot be written
+        tasks = [Task(index=i, prompt=f"say {i}", info={"tags": {"a", "b"}}) for i in range(4)]
+    else:
+        tasks = [Task(index=i, prompt=f"say {i}") for i in range(4)]
+    return SingleTurnEnv(name="raising", taskset=Taskset(tasks), rubric=[one])
+"""
+
+
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    """`raising` installed as pip would (a module and a dist-info naming its entry point)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "raising_env.py").write_text(RAISING_ENV)
+    dist = site / "raising_env-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: raising-env\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[proctor.environments]\nraising = raising_env:load_environment\n"
+    )
+    return {"PYTHONPATH": str(site)}
+
+
+@pytest.mark.parametrize("workers", ["1", "3", "4"])
+def test_an_exception_in_a_rollout_slot_ends_the_run_with_its_message(
+    demo_model: str, tmp_path: Path, workers: str
+) -> None:
+    # -w is forced: on CI's two cores the default would run everything in one process.
+    result = run_eval(
+        "raising", "-r", "2", "-c", "8", "-w", workers, "--no-push", "--no-rich", "-o", "out",
+        "--run.name", "r", "--client.base-url", demo_model,
+        cwd=tmp_path, env=plugin_env(tmp_path), timeout=120,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "TypeError: Object of type set is not JSON serializable" in output
+    assert "Traceback" not in output
+    assert "run r failed" in output

@@ -24,7 +24,7 @@ from proctor.eval.judge import open_judge
 from proctor.eval.platform_run import LocalRun, PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory, unwritable
-from proctor.eval.scheduler import Job, plan_jobs, run_jobs
+from proctor.eval.scheduler import Job, JobFeed, plan_jobs, run_jobs
 from proctor.eval.stats import RunStats
 from proctor.eval.workers import WorkerPool, effective_workers
 
@@ -388,11 +388,12 @@ class _Run:
         if pool is not None:
             rollouts = pool.run(self.jobs, run_info=run_info, on_batch=on_batch)
         else:
+            # The one-worker case of the pool's loop: the same `run_jobs`, fed the whole plan.
             rollouts = run_jobs(
                 self.env,
                 client,
-                self.jobs,
-                concurrency=self.config.max_concurrent,
+                JobFeed(self.jobs, closed=True),
+                concurrency=min(self.config.max_concurrent, len(self.jobs)),
                 on_episode=on_episode,
             )
         scheduler = asyncio.create_task(rollouts)

@@ -1,9 +1,22 @@
-"""Keep `concurrency` rollouts in flight until every planned (task, rollout) has run."""
+"""The rollout loop: keep `concurrency` jobs in flight until the plan's last one has run.
+
+The parent process owns the plan (`plan_jobs`: the selected tasks and their rollouts). Each
+job carries its task, so whoever executes it needs the environment and nothing else: the
+in-process run and every worker process (`proctor.eval.workers`) run the very same
+`run_jobs`, fed from a `JobFeed`. In-process, the feed holds the whole plan; in a worker,
+the parent's pipe fills it.
+
+Any exception out of a rollout slot (an episode that cannot be recorded, a bug in the
+progress or upload path) cancels the other slots and propagates: the run ends with it,
+never with a slot quietly gone. Failures the contract records on an episode (a model error,
+a driver or scoring bug) never get here: `Environment.rollout` turns them into data.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,34 +46,76 @@ def plan_jobs(
     ]
 
 
+class JobFeed:
+    """The jobs still to run: filled up front or as they arrive, then closed.
+
+    `get()` hands out the next job without suspending when one is there (the common case
+    costs a `popleft`), and None once the feed is closed and empty.
+    """
+
+    def __init__(self, jobs: Iterable[Job] = (), *, closed: bool = False) -> None:
+        self._jobs: deque[Job] = deque(jobs)
+        self._closed = closed
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def put(self, job: Job) -> None:
+        self._jobs.append(job)
+        self._wake(1)
+
+    def close(self) -> None:
+        """No more jobs: the slots stop once the feed runs dry."""
+        self._closed = True
+        self._wake(len(self._waiters))
+
+    def _wake(self, n: int) -> None:
+        while n and self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                n -= 1
+
+    async def get(self) -> Job | None:
+        while not self._jobs:
+            if self._closed:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(1)  # pass the wake-up on to another slot
+                raise
+        return self._jobs.popleft()
+
+
 async def run_jobs(
     env: Environment,
     client: ChatClient,
-    jobs: list[Job],
+    feed: JobFeed,
     *,
     concurrency: int,
     on_episode: Callable[[Episode], None],
 ) -> None:
-    """Run `jobs` with at most `concurrency` in flight, handing each episode to `on_episode`.
+    """Run the feed's jobs with at most `concurrency` in flight, each episode to `on_episode`.
 
-    A fixed pool of workers pulls from one shared iterator: no task or semaphore per
-    rollout, so scheduling costs next to nothing per episode. If `on_episode` raises, or the
-    caller is cancelled, the in-flight rollouts are cancelled and the error propagates.
+    A fixed set of slots pulls from the feed: no task or semaphore per rollout, so scheduling
+    costs next to nothing per episode. If a slot raises (`on_episode` included), or the
+    caller is cancelled, the other slots are cancelled and the error propagates.
     """
-    pending = iter(jobs)
+    rollout = env.rollout
 
-    async def worker() -> None:
-        # The iterator is shared safely: `next` runs between awaits, on one thread.
-        for job in pending:
-            episode = await env.rollout(
+    async def slot() -> None:
+        while (job := await feed.get()) is not None:
+            episode = await rollout(
                 job.task, client, episode_id=uuid.uuid4().hex, rollout_number=job.rollout_number
             )
             on_episode(episode)
 
-    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(jobs)))]
+    slots = [asyncio.create_task(slot()) for _ in range(max(1, concurrency))]
     try:
-        await asyncio.gather(*workers)
+        await asyncio.gather(*slots)
     finally:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        for s in slots:
+            s.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)

@@ -11,10 +11,15 @@ exactly as with one process (docs/engine.md says why this design and not another
 The wire is one pipe each way, one line per message:
 
 - parent -> worker: a JSON header `{"config", "concurrency"}`, then `{"run"}` once the
-  platform run is open, then jobs as `"<task index> <rollout number>"`.
+  platform run is open, then jobs as `J<rollout number> <size>` and `size` bytes of their
+  task, pickled (the parent selected the tasks; a worker never selects them again).
 - worker -> parent: the episodes finished in one turn of the worker's event loop as one
   batch, `B<size> <summaries>` and then `size` bytes of their finished `traces.jsonl` lines;
-  log records as `L[level, logger, message]`; a fatal error as `E<message>`.
+  log records as `L[level, logger, message]`; a fatal error as `E<message>`, after which the
+  worker exits: the parent ends the run with that message.
+
+Both sides run the one rollout loop, `proctor.eval.scheduler.run_jobs`: a worker is the
+in-process run fed through a pipe.
 
 The parent's cost per episode is kept tiny, because it is one core's work for all workers:
 it appends a batch's lines to the trace file in one write, as bytes (never decoding them,
@@ -35,20 +40,21 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 import signal
 import sys
 import threading
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from proctor.errors import WorkerError
+from proctor.errors import ProctorError, WorkerError
+from proctor.eval.scheduler import Job, JobFeed, run_jobs
 
 if TYPE_CHECKING:
+    from proctor.envs import Episode
     from proctor.eval.config import EvalConfig
-    from proctor.eval.scheduler import Job
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +114,7 @@ class _Worker:
     number: int
     concurrency: int
     proc: asyncio.subprocess.Process
-    in_flight: set[tuple[int, int]] = field(default_factory=set)
+    in_flight: dict[tuple[int, int], Job] = field(default_factory=dict)
     closing: bool = False
 
 
@@ -127,7 +133,8 @@ class WorkerPool:
         self._shares = [base + (1 if i < extra else 0) for i in range(workers)]
         self._slots: list[_Worker | None] = [None] * workers
         self._run_line: bytes | None = None
-        self._pending: deque[tuple[int, int]] = deque()
+        self._pending: deque[Job] = deque()
+        self._task_bytes: dict[int, bytes] = {}
         self._remaining = 0
         self._restarts_left = 2 * workers
         self._on_batch: OnBatch | None = None
@@ -174,7 +181,7 @@ class WorkerPool:
         """
         self._on_batch = on_batch
         self._run_line = json.dumps({"run": run_info}).encode() + b"\n"
-        self._pending.extend((job.task.index, job.rollout_number) for job in jobs)
+        self._pending.extend(jobs)
         self._remaining = len(jobs)
         for worker in self._slots:
             assert worker is not None and worker.proc.stdin is not None
@@ -194,14 +201,31 @@ class WorkerPool:
         room = worker.concurrency * PREFETCH - len(worker.in_flight)
         if room <= 0 or not self._pending or worker.closing:
             return
-        lines = []
+        parts: list[bytes] = []
         pending, in_flight = self._pending, worker.in_flight
         for _ in range(min(room, len(pending))):
             job = pending.popleft()
-            in_flight.add(job)
-            lines.append(f"{job[0]} {job[1]}\n")
+            in_flight[(job.task.index, job.rollout_number)] = job
+            task = self._task_message(job)
+            parts.append(b"J%d %d\n" % (job.rollout_number, len(task)))
+            parts.append(task)
         assert worker.proc.stdin is not None
-        worker.proc.stdin.write("".join(lines).encode())
+        worker.proc.stdin.write(b"".join(parts))
+
+    def _task_message(self, job: Job) -> bytes:
+        """The job's task as the worker receives it (pickled once per task, not per job)."""
+        task = job.task
+        data = self._task_bytes.get(task.index)
+        if data is None:
+            try:
+                data = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as e:
+                raise WorkerError(
+                    f"task {task.index} cannot be sent to a worker process "
+                    f"({type(e).__name__}: {e}); run in one process with -w 1"
+                ) from e
+            self._task_bytes[task.index] = data
+        return data
 
     async def _serve_slot(self, number: int) -> None:
         """Read one slot's worker until the run is done, replacing it if it dies."""
@@ -213,9 +237,9 @@ class WorkerPool:
             if worker.closing:
                 return
             if fatal is not None:
-                raise WorkerError(f"a worker process failed: {fatal}")
+                raise WorkerError(fatal)
             lost = len(worker.in_flight)
-            self._pending.extendleft(worker.in_flight)
+            self._pending.extendleft(worker.in_flight.values())
             worker.in_flight.clear()
             how = f"signal {-code}" if code < 0 else f"exit code {code}"
             if self._restarts_left <= 0:
@@ -254,7 +278,7 @@ class WorkerPool:
                     return None  # died mid-batch: none of it counts, all of it runs again
                 summaries = json.loads(summaries_json)
                 for summary in summaries:
-                    in_flight.discard((summary["example_id"], summary["rollout_number"]))
+                    in_flight.pop((summary["example_id"], summary["rollout_number"]), None)
                 self._remaining -= len(summaries)
                 on_batch(summaries, lines)
                 if self._remaining == 0:
@@ -324,6 +348,12 @@ def _die_with_parent() -> None:
         pass
 
 
+def _fatal_text(error: BaseException) -> str:
+    """One line naming the error, as the in-process run reports it."""
+    text = str(error) if isinstance(error, ProctorError) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())
+
+
 async def _worker(proto_in: int, proto_out: int) -> int:
     from proctor.envs import load_environment
     from proctor.eval.config import EvalConfig
@@ -343,35 +373,7 @@ async def _worker(proto_in: int, proto_out: int) -> int:
     root.handlers[:] = [_PipeLogHandler(write, loop)]
     root.propagate = False
 
-    header = json.loads(await reader.readline())
-    config = EvalConfig.model_validate(header["config"])
-    root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
-    try:
-        env = load_environment(config.env, **config.env_args)
-        tasks = {task.index: task for task in env.taskset.select(config.num_examples)}
-    except Exception as e:
-        write(f"E{type(e).__name__}: {e}".replace("\n", " ").encode() + b"\n")
-        return 1
-    run_line = await reader.readline()
-    if not run_line:
-        return 0
-    run_info = json.loads(run_line)["run"]
-    concurrency = int(header["concurrency"])
-    logger.debug(
-        "worker %d (pid %d) running up to %d episodes at once",
-        header["number"],
-        os.getpid(),
-        concurrency,
-    )
-    client = OpenAIChatClient(
-        model=config.model,
-        client=config.client,
-        sampling=config.sampling,
-        max_connections=concurrency,
-    )
-    judge = open_judge(env, config)
-    queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-    rollout, dumps = env.rollout, json.dumps
+    dumps = json.dumps
     lines: list[bytes] = []
     summaries: list[dict[str, Any]] = []
     flush_scheduled = False
@@ -386,36 +388,87 @@ async def _worker(proto_in: int, proto_out: int) -> int:
         summaries.clear()
         write(head + data)
 
-    async def run_slot() -> None:
-        nonlocal flush_scheduled
-        while True:
-            index, number = await queue.get()
-            episode = await rollout(
-                tasks[index], client, episode_id=uuid.uuid4().hex, rollout_number=number
-            )
-            episode.run = run_info
-            record = episode.to_record()
-            lines.append(dumps(record).encode() + b"\n")
-            summaries.append({key: record[key] for key in SUMMARY_KEYS})
-            if not flush_scheduled:
-                flush_scheduled = True
-                loop.call_soon(flush)
+    def fail(error: BaseException) -> int:
+        if lines:  # the episodes that did finish are kept (a --resume skips them)
+            flush()
+        logger.debug("worker failed", exc_info=error)
+        write(b"E" + _fatal_text(error).encode(errors="replace") + b"\n")
+        return 1
 
-    slots = [asyncio.create_task(run_slot()) for _ in range(concurrency)]
+    header = json.loads(await reader.readline())
+    config = EvalConfig.model_validate(header["config"])
+    root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     try:
+        env = load_environment(config.env, **config.env_args)
+    except Exception as e:
+        return fail(e)
+    run_line = await reader.readline()
+    if not run_line:
+        return 0
+    run_info = json.loads(run_line)["run"]
+    concurrency = int(header["concurrency"])
+    logger.debug(
+        "worker %d (pid %d) running up to %d episodes at once",
+        header["number"],
+        os.getpid(),
+        concurrency,
+    )
+    try:
+        client = OpenAIChatClient(
+            model=config.model,
+            client=config.client,
+            sampling=config.sampling,
+            max_connections=concurrency,
+        )
+        judge = open_judge(env, config)
+    except Exception as e:
+        return fail(e)
+
+    def on_episode(episode: Episode) -> None:
+        nonlocal flush_scheduled
+        episode.run = run_info
+        record = episode.to_record()
+        lines.append(dumps(record).encode() + b"\n")
+        summaries.append({key: record[key] for key in SUMMARY_KEYS})
+        if not flush_scheduled:
+            flush_scheduled = True
+            loop.call_soon(flush)
+
+    async def read_jobs() -> None:
         # Jobs until the parent closes our stdin: then every job we got is done, or the
         # parent is gone and what is still in flight has nowhere to go.
         while line := await reader.readline():
-            index, number = line.split()
-            queue.put_nowait((int(index), int(number)))
+            number, size = line[1:].split()
+            task = pickle.loads(await reader.readexactly(int(size)))
+            feed.put(Job(task, int(number)))
+
+    feed = JobFeed()
+    rollouts = asyncio.create_task(
+        run_jobs(env, client, feed, concurrency=concurrency, on_episode=on_episode)
+    )
+    jobs = asyncio.create_task(read_jobs())
+    try:
+        await asyncio.wait((rollouts, jobs), return_when=asyncio.FIRST_COMPLETED)
+        if rollouts.done():  # the loop only ends early by raising: the run must end with it
+            return fail(rollouts.exception() or RuntimeError("the rollout loop stopped"))
+        if (error := jobs.exception()) is not None and not isinstance(
+            error, asyncio.IncompleteReadError
+        ):
+            return fail(error)
+        return 0
     finally:
-        for slot in slots:
-            slot.cancel()
-        await asyncio.gather(*slots, return_exceptions=True)
+        for task in (rollouts, jobs):
+            task.cancel()
+        await asyncio.gather(rollouts, jobs, return_exceptions=True)
         await client.aclose()
         if judge is not None:
             await judge.aclose()
-    return 0
+        # What we wrote must reach the parent before this process exits (a bounded wait:
+        # a parent that stopped reading is gone or stopping us).
+        for _ in range(500):
+            if transport.is_closing() or not transport.get_write_buffer_size():
+                break
+            await asyncio.sleep(0.01)
 
 
 def main() -> None:
