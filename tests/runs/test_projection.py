@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from proctor.projection import encode_sample
 from proctor.runs import project_sample, summarize
-from proctor.runs._projection import encode_sample
 from tests.runs.support import make_record
 
 

@@ -35,8 +35,8 @@ evaluation stays open for the sync). A platform unreachable at `init` makes an o
 reopens the evaluation the same run directory created: one run directory, one evaluation.
 """
 
+from proctor.projection import project_record as project_sample
 from proctor.runs._client import PlatformClient
-from proctor.runs._projection import project_sample
 from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, load_settings
 from proctor.runs._summary import summarize

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from proctor.errors import APIError, ConfigError, PlatformError
+from proctor.projection import record_to_line
 from proctor.runs._client import PlatformClient
 from proctor.runs._evaluations import create_evaluation, reopen_evaluation
 from proctor.runs._finish import settle
-from proctor.runs._projection import record_to_line
 from proctor.runs._settings import load_settings
 from proctor.runs._spool import Spool
 from proctor.runs._state import STATE_FILE, RunState, RunStatus, retire_state, spool_dir, spool_dirs

@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import APIError, PlatformError
+from proctor.projection import record_to_line
 from proctor.runs._client import PlatformClient, backoff_delay, is_transient
-from proctor.runs._projection import record_to_line
 from proctor.runs._spool import Spool
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from proctor import projection
 from proctor.contract import INGEST_CLOSED_STATUSES
+from proctor.projection import encode
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import iso_utc, utcnow
 from proctor.server.db.models import TraceRecord
@@ -27,8 +29,7 @@ from proctor.server.evaluations import repository as evaluations
 from proctor.server.evaluations import samples
 from proctor.server.evaluations.service import get_visible
 from proctor.server.request_body import JsonObjectBody
-from proctor.server.traces import projection, repository
-from proctor.server.traces.projection import encode
+from proctor.server.traces import repository
 from proctor.server.traces.upload import Line, Upload
 
 INT64 = 2**63
@@ -181,7 +182,7 @@ def _append_samples(
         for line in lines:
             example = projection.example_of(line.record)
             number = counts.get(example, 0) + 1 if example is not None else 1
-            projected = projection.episode_samples(line.record, number)  # [] : no sample
+            projected = projection.project_episode(line.record, number)  # [] : no sample
             if example is not None and projected:
                 counts[example] = number
             rows.extend(_storable(sample) for sample in projected)

@@ -1,25 +1,53 @@
-"""Samples built from episode records, as the public runs client would have posted them.
+"""Episode → platform sample: the one projection every side of proctor uses.
 
-When the traces service answers, `prime-runs` stops posting `/evaluations/{id}/samples`
-(`reference/public-clients.md` §7.4), so the server projects each uploaded episode onto the
-sample table itself, following §6.2 field by field: the summary trace (the first trainable
-one, else the first), its last branch as `completion`, one `trajectory` entry per branch, the
-weighted reward sum, each raw reward score as a top-level key, and the whole episode record
-in `info.native_wrapper`. It reads the wire form of verifiers' `Episode.to_record()`: a
-trace's branches are the root-to-leaf paths of its `nodes` graph, its usage the sum over
-its `calls`.
+An episode reaches the platform in one of two wire forms, and both become samples here:
 
-A record that does not have that shape projects to nothing (it is stored as a record all
-the same); a record with no traces projects to nothing, as in the client.
+- **proctor's episode record** (`Episode.to_record()` of `proctor.envs`): `project_record`,
+  used by the runs SDK's spool and uploader (and so by `proctor eval`);
+- **verifiers' episode record** (`Episode.to_record()` of `verifiers.v1`, as `prime-runs`
+  uploads it to `/traces`, `reference/public-clients.md` §6.2): `project_episode`, used by the
+  server's traces service and by the verifiers driver. Its summary trace (the first
+  trainable one, else the first) gives the row; its last branch is `completion`, one
+  `trajectory` entry per branch, the weighted reward sum, and the whole record in
+  `info.native_wrapper`. A record without that shape, or without traces, projects to nothing.
+
+Both end in `finish_sample`, the one place a sample row is assembled: a field added there
+reaches every path. The row's fields are `proctor.contract.Sample`'s, built as a plain dict
+in the model's order because this runs once per episode on the hot path
+(`tests/test_contract.py` checks the two agree); each reward's raw score follows as a
+top-level key that never overwrites a field. `sample_id` is the episode id, which makes every
+upload idempotent.
+
+This module imports nothing of proctor but `proctor.contract`: the engine, the runs SDK and
+the server all import it, and it imports none of them.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from proctor.contract import MAX_REQUEST_BYTES
 
+__all__ = [
+    "encode",
+    "encode_sample",
+    "example_of",
+    "finish_sample",
+    "is_truncated",
+    "project_episode",
+    "project_record",
+    "record_to_line",
+    "summary_trace_index",
+    "trace_sample",
+]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True, default=str)
+_STRICT_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str
+)
 _ENVELOPE_BYTES = len(b'{"samples":[]}')
 # Stop conditions that cut a conversation short (verifiers' `Trace.is_truncated`).
 _TRUNCATING_STOPS = frozenset(
@@ -27,13 +55,107 @@ _TRUNCATING_STOPS = frozenset(
 )
 
 
-class _Unprojectable(ValueError):
-    """The record lacks a field the projection needs (it is stored without a sample)."""
+# --- the one assembly step ---------------------------------------------------------------
+
+
+def finish_sample(fields: dict[str, Any], scores: Mapping[str, float | None]) -> dict[str, Any]:
+    """The sample row: `fields` (the contract's, in its order) then each reward's raw score.
+
+    A score never overwrites a field (`reward`, `answer`, ...), and a null score is left out.
+    """
+    for name, score in scores.items():
+        if score is not None:
+            fields.setdefault(name, score)
+    return fields
+
+
+# --- encoding ------------------------------------------------------------------------------
 
 
 def encode(value: Any) -> str:
     """JSON as the public clients encode it: compact, UTF-8, no NaN."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _nullify_non_finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _nullify_non_finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nullify_non_finite(v) for v in value]
+    return value
+
+
+def encode_sample(sample: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON for one sample, with NaN and ±inf turned into null."""
+    text = _ENCODER.encode(sample)
+    # Fast path: only re-walk the sample when the encoder wrote a non-finite token (a string
+    # value that merely contains "NaN" costs one extra pass, nothing more).
+    if "NaN" in text or "Infinity" in text:
+        text = _STRICT_ENCODER.encode(_nullify_non_finite(sample))
+    return text.encode("utf-8")
+
+
+# --- proctor's episode record --------------------------------------------------------------
+
+
+def _split_conversation(task: dict[str, Any], messages: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(prompt, completion): the task's prompt messages and the conversation after them."""
+    prompt = task.get("messages")
+    if isinstance(prompt, list) and messages[: len(prompt)] == prompt:
+        return prompt, messages[len(prompt) :]
+    # A string prompt (or a conversation that does not start with the task's messages): the
+    # prompt is everything the model saw before it first answered.
+    first_answer = next(
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
+        len(messages),
+    )
+    if first_answer == 0 and isinstance(task.get("prompt"), str):
+        return [{"role": "user", "content": task["prompt"]}], messages
+    return messages[:first_answer], messages[first_answer:]
+
+
+def project_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The platform sample for one proctor episode record (without non-finite cleaning)."""
+    task = record.get("task") or {}
+    messages = record.get("messages") or []
+    prompt, completion = _split_conversation(task, messages)
+    fields: dict[str, Any] = {
+        "sample_id": record["id"],
+        "example_id": record.get("example_id", task.get("index")),
+        "rollout_number": record.get("rollout_number"),
+        "episode_id": record["id"],
+        "task": task,
+        "prompt": prompt,
+        "completion": completion,
+        "answer": task.get("answer"),
+        "reward": record.get("reward"),
+        "metrics": record.get("metrics") or {},
+        "timing": record.get("timing") or {},
+        "token_usage": record.get("token_usage"),
+        "is_completed": bool(record.get("is_completed")),
+        "is_truncated": bool(record.get("is_truncated")),
+        "error": record.get("error"),
+        "stop_condition": record.get("stop_condition") or None,
+        "trajectory": record.get("trajectory") or [],
+        "info": task.get("info") or {},
+        "env": record.get("env"),
+        "num_turns": record.get("num_turns"),
+    }
+    return finish_sample(fields, record.get("rewards") or {})
+
+
+def record_to_line(record: dict[str, Any]) -> bytes:
+    """One spool line (newline-terminated) for a proctor episode record."""
+    return encode_sample(project_record(record)) + b"\n"
+
+
+# --- verifiers' episode record -------------------------------------------------------------
+
+
+class _Unprojectable(ValueError):
+    """The record lacks a field the projection needs (it is stored without a sample)."""
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:
@@ -137,6 +259,7 @@ def _aggregate_usage(calls: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def is_truncated(trace: dict[str, Any], calls: list[dict[str, Any]]) -> bool:
+    """Whether a verifiers trace was cut short (a limit's stop, or a `length` finish)."""
     if trace.get("stop_condition") in _TRUNCATING_STOPS:
         return True
     last = next((c for c in reversed(calls) if c.get("error") is None), None)
@@ -146,7 +269,11 @@ def is_truncated(trace: dict[str, Any], calls: list[dict[str, Any]]) -> bool:
 def trace_sample(
     trace: dict[str, Any], rollout_number: int, episode_id: str | None
 ) -> dict[str, Any]:
-    """One trace record as a sample row (`sample_id` is the trace's id)."""
+    """One verifiers trace record as a sample row (`sample_id` is the trace's id).
+
+    Raises:
+        ValueError: the trace lacks a field the projection needs.
+    """
     task_block = _mapping(trace.get("task"), "task")
     task = _mapping(task_block.get("data"), "task.data")
     agent_block = trace.get("agent")
@@ -155,7 +282,7 @@ def trace_sample(
     calls = [_mapping(c, "a call") for c in _list(trace.get("calls"), "calls")]
     rewards = _mapping(trace.get("rewards") or {}, "rewards")
     reward = 0.0
-    scores: dict[str, float] = {}
+    scores: dict[str, float | None] = {}
     for name, entry in rewards.items():
         if entry is None:
             continue
@@ -169,7 +296,7 @@ def trace_sample(
     tools = _list(trace.get("tools"), "tools")
     info = trace.get("info")
     idx = task.get("idx")
-    sample: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "sample_id": trace.get("id"),
         "example_id": idx if isinstance(idx, int) and not isinstance(idx, bool) else None,
         "rollout_number": rollout_number,
@@ -199,15 +326,13 @@ def trace_sample(
         "token_usage": _aggregate_usage(calls),
         "info": dict(info) if isinstance(info, dict) and info else None,
     }
-    for name, score in scores.items():
-        sample.setdefault(name, score)
-    return sample
+    return finish_sample(fields, scores)
 
 
-def episode_samples(episode: dict[str, Any], rollout_number: int) -> list[dict[str, Any]]:
-    """The sample rows of one episode record: normally one, with the whole episode in
-    `info.native_wrapper`; one per trace when that row would pass the request cap; none
-    when the record lacks a field the projection needs.
+def project_episode(episode: dict[str, Any], rollout_number: int) -> list[dict[str, Any]]:
+    """The sample rows of one verifiers episode record: normally one, with the whole episode
+    in `info.native_wrapper`; one per trace when that row would pass the request cap; none
+    when the record has no traces or lacks a field the projection needs.
     """
     try:
         return _episode_samples(episode, rollout_number)
