@@ -76,3 +76,16 @@ def test_closing_line_get_and_compare_show_the_platforms_figures(
     missing = proctor(plat, tmp_path, "evals", "compare", ids[0], "no-such-evaluation")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "no-such-evaluation" in missing.stderr
+
+
+def test_evals_list_prints_no_escape_sequence_from_an_evaluations_name(
+    plat: Platform, tmp_path: Path
+) -> None:
+    hostile = "x\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\u202eevil"
+    with plat.client() as api:
+        created = api.post("/evaluations/", json={"name": hostile})
+        assert created.status_code == 201, created.text
+    listed = proctor(plat, tmp_path, "evals", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "xredevil" in listed.stdout
+    assert not any(c in listed.stdout for c in "\x1b\x07\u202e")

@@ -143,6 +143,16 @@ def test_running_hosted_evaluation_shows_progress_new_log_text_and_cancels(
     assert twin["progress"]["expected"] == 8 and twin["progress"]["done"] == 0
     refused = web.client.post(f"/evaluations/{hosted_id}/cancel", follow_redirects=False)
     assert refused.status_code == 400
+    # A page on another port of this host posting the form with the signed-in cookie.
+    forged = web.client.post(
+        f"/evaluations/{hosted_id}/cancel",
+        data={"confirm": "yes"},
+        headers={"Origin": "http://testserver:9999", "Sec-Fetch-Site": "same-site"},
+        follow_redirects=False,
+    )
+    assert forged.status_code == 403
+    running = web.api.get(f"/evaluations/{hosted_id}", seeded.alice_key).json()
+    assert running["status"] != "CANCELLED"
     done = web.client.post(
         f"/evaluations/{hosted_id}/cancel", data={"confirm": "yes"}, follow_redirects=False
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,13 @@ def test_tampered_expired_and_revoked_sessions_are_refused(web: Web) -> None:
     web.client.cookies.set(web_session.COOKIE_NAME, value[:-2] + "xx")
     assert web.client.get("/evaluations", follow_redirects=False).status_code == 303
     secret = web_session.session_secret(web.api.settings)
-    key_id = web_session.read_cookie_value(secret, value)
-    assert key_id is not None
-    old = web_session.make_cookie_value(secret, key_id, now=1.0)
-    assert web_session.read_cookie_value(secret, old) is None
+    session_id = web_session.read_cookie_value(secret, value)
+    assert session_id is not None
+    with web.api.db.write() as session:
+        key_id = web_session.live_key_id(session, session_id)
+        assert key_id is not None
+        later = datetime.now(UTC) + timedelta(seconds=web_session.SESSION_MAX_AGE_S + 1)
+        assert web_session.live_key_id(session, session_id, now=later) is None
     web.client.cookies.clear()
     web.client.cookies.set(web_session.COOKIE_NAME, value)
     assert web.client.get("/evaluations").status_code == 200
@@ -92,6 +96,70 @@ def test_sign_out_clears_the_session(web: Web) -> None:
     response = web.client.post("/logout", follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"] == "/login"
     assert web.client.get("/evaluations", follow_redirects=False).status_code == 303
+
+
+def test_sign_out_revokes_the_session_server_side(web: Web) -> None:
+    seeded = web.seed()
+    web.login(seeded.alice_key)
+    copied = web.client.cookies[web_session.COOKIE_NAME]
+    assert web.client.post("/logout", follow_redirects=False).status_code == 303
+    # The same cookie, replayed after sign-out (as a thief who copied it would), is refused.
+    web.client.cookies.set(web_session.COOKIE_NAME, copied)
+    refused = web.client.get("/evaluations", follow_redirects=False)
+    assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+    # Another sign-in of the same key is a new session and works.
+    web.login(seeded.alice_key)
+    assert web.client.get("/evaluations").status_code == 200
+
+
+def test_signed_in_pages_are_not_stored(web: Web) -> None:
+    seeded = web.seed()
+    web.login(seeded.alice_key)
+    for path in ("/evaluations", f"/evaluations/{seeded.own}", "/login"):
+        response = web.client.get(path)
+        assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
+    assert "no-store" not in web.client.get("/static/dashboard.css").headers["cache-control"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://testserver:8081"},  # another port of the same host
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "same-site", "Origin": "http://testserver:8081"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
+def test_forged_sign_in_and_sign_out_are_refused(web: Web, headers: dict[str, str]) -> None:
+    seeded = web.seed()
+    # Login CSRF: another origin posting its own key must not sign this browser in.
+    forged = web.client.post(
+        "/login",
+        data={"api_key": seeded.bob_key, "next": "/evaluations"},
+        headers={**headers, "Accept": "text/html"},
+        follow_redirects=False,
+    )
+    assert forged.status_code == 403 and "another site or port" in forged.text
+    assert "set-cookie" not in forged.headers
+    web.login(seeded.alice_key)
+    refused = web.client.post("/logout", headers=headers, follow_redirects=False)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "cross_site_request"
+    assert web.client.get("/evaluations").status_code == 200  # still signed in
+
+
+def test_same_origin_forms_pass_the_guard(web: Web) -> None:
+    seeded = web.seed()
+    same = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    response = web.client.post(
+        "/login", data={"api_key": seeded.alice_key}, headers=same, follow_redirects=False
+    )
+    assert response.status_code == 303
+    only_origin = web.client.post(
+        "/logout", headers={"Origin": "http://testserver"}, follow_redirects=False
+    )
+    assert only_origin.status_code == 303
 
 
 def test_list_shows_own_and_team_evaluations_only(web: Web) -> None:

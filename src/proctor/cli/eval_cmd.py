@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from proctor.cli import _terminal as terminal
 from proctor.cli._logging import log_formatter
 from proctor.eval.args import build_parser, parse_eval_args
 from proctor.eval.config import EvalConfig
@@ -55,7 +56,7 @@ def _configure_output(config: EvalConfig) -> tuple[ProgressView, logging.Handler
         from rich.highlighter import NullHighlighter
         from rich.logging import RichHandler
 
-        view = RichProgress(sys.stderr)
+        view = RichProgress(terminal.raw(sys.stderr))  # draws with escape sequences
         # Printed above the live view, as plain lines of the one format (no rich columns).
         handler: logging.Handler = RichHandler(
             console=view.console,

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from proctor.cli._terminal import SafeStream
 from proctor.errors import ProctorError
 
 # command name -> (module under proctor.cli, one-line help)
@@ -50,11 +51,16 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: list[str] | None = None) -> int:
     """Run one proctor command and return its exit code."""
+    stdout, stderr = sys.stdout, sys.stderr
+    # Everything printed passes `_terminal.clean`: no escape sequence from an evaluation's
+    # name, an error message or a sandbox log reaches the terminal.
+    sys.stdout, sys.stderr = SafeStream(stdout), SafeStream(stderr)
     try:
         try:
             return _dispatch(list(sys.argv[1:] if argv is None else argv))
         finally:
             sys.stdout.flush()  # a closed pipe surfaces here (also after --help), not at exit
+            sys.stdout, sys.stderr = stdout, stderr
     except BrokenPipeError:
         # The reader (`| head`) has gone: stop quietly. Point stdout at /dev/null so the
         # interpreter's own flush at exit does not print "Exception ignored ...".

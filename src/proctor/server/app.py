@@ -80,11 +80,13 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
     )
     app.state.settings = settings
     app.state.db = db
+    from proctor.server.web.guard import DashboardGuard
     from proctor.server.web.headers import SECURITY_HEADERS
     from proctor.server.web.routes import not_found_page
 
     install_error_handlers(app, not_found_page=not_found_page)
     install_openapi(app, api_prefix=API_PREFIX)
+    app.add_middleware(DashboardGuard, settings=settings, api_prefix=API_PREFIX)
     app.add_middleware(BodySizeLimit, settings=settings)
     # Outermost: catches what everything inside it raises; every answer gets the headers.
     app.add_middleware(ServerErrors, headers=SECURITY_HEADERS)

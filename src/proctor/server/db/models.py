@@ -86,6 +86,22 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None]
 
 
+class WebSession(Base):
+    """A dashboard sign-in; the cookie carries its signed id, this row its life.
+
+    Only the SHA-256 of the id is stored. Signing out sets `revoked_at`, so the cookie stops
+    working at once, on every worker, even if a copy of it is replayed.
+    """
+
+    __tablename__ = "web_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
 class Environment(Base):
     """An environment in the hub, unique per `(owner, name)`."""
 

@@ -211,7 +211,7 @@ def login_form(request: Request, next: str | None = None) -> Response:
 @router.post("/login")
 def login(
     request: Request,
-    session: ReadSession,
+    session: WriteSession,
     settings: SettingsDep,
     api_key: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=2000)] = "/evaluations",
@@ -226,8 +226,9 @@ def login(
             {"next": _safe_next(next), "error": exc.message, "user": None},
             status_code=401,
         )
+    session_id = web_session.open_session(session, principal)
     response = RedirectResponse(_safe_next(next), status_code=303)
-    web_session.set_session_cookie(response, request, settings, principal)
+    web_session.set_session_cookie(response, request, settings, session_id)
     logger.info("dashboard sign-in by user %s (key %s)", principal.user_name, principal.key_id)
     return response
 
@@ -239,8 +240,9 @@ def logout_form(request: Request) -> Response:
 
 
 @router.post("/logout")
-def logout(request: Request, settings: SettingsDep) -> Response:
-    """Clear the session cookie and go to the sign-in form."""
+def logout(request: Request, session: WriteSession, settings: SettingsDep) -> Response:
+    """Revoke the session, clear its cookie and go to the sign-in form."""
+    web_session.revoke_session(session, request, settings)
     response = RedirectResponse("/login", status_code=303)
     web_session.clear_session_cookie(response, request, settings)
     return response

@@ -1,10 +1,11 @@
-"""Dashboard sign-in: a signed, HTTP-only session cookie naming the API key's id.
+"""Dashboard sign-in: a signed, HTTP-only session cookie naming a server-side session.
 
-The cookie holds `key_id.issued_at.signature` (HMAC-SHA256 with a server secret kept in the
-data directory, created on first use with mode 0600), never the key itself. Each request
-re-reads the key, so revoking it ends every session at once. CSRF: the cookie is
-`SameSite=Lax` and every state change (sign-in, sign-out) is a POST, which Lax cookies do not
-accompany across sites; that is the whole defence for now.
+The cookie holds `session_id.signature` (HMAC-SHA256 with a server secret kept in the data
+directory, created on first use with mode 0600), never the key. The session's row
+(`web_sessions`, holding only the SHA-256 of the id) names the API key it was opened with and
+when it expires; signing out marks it revoked, so a copied cookie stops working at once. Each
+request re-reads the row and the key, so revoking the key ends every session too. Forged
+cross-site requests are refused by `proctor.server.web.guard`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import os
 import secrets
 import threading
-import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from fastapi import Request, Response
@@ -25,6 +26,8 @@ from sqlalchemy.orm import Session
 from proctor.server.auth import repository as auth_repository
 from proctor.server.auth import service as auth_service
 from proctor.server.auth.schemas import Principal
+from proctor.server.db.base import as_utc, utcnow
+from proctor.server.db.models import WebSession
 from proctor.server.errors import LoginRequired, Unauthenticated
 from proctor.server.settings import Settings
 
@@ -69,22 +72,59 @@ def _sign(secret: bytes, payload: str) -> str:
     return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
-def make_cookie_value(secret: bytes, key_id: str, *, now: float | None = None) -> str:
-    """A signed session value for `key_id`."""
-    payload = f"{key_id}.{int(now if now is not None else time.time())}"
-    return f"{payload}.{_sign(secret, payload)}"
+def make_cookie_value(secret: bytes, session_id: str) -> str:
+    """A signed cookie value for `session_id`."""
+    return f"{session_id}.{_sign(secret, session_id)}"
 
 
-def read_cookie_value(secret: bytes, value: str, *, now: float | None = None) -> str | None:
-    """The key id in a session value, or None if it is forged, malformed or expired."""
-    payload, _, signature = value.rpartition(".")
-    key_id, _, issued = payload.rpartition(".")
-    if not key_id or not issued.isdigit():
+def read_cookie_value(secret: bytes, value: str) -> str | None:
+    """The session id in a cookie value, or None if it is forged or malformed."""
+    session_id, _, signature = value.rpartition(".")
+    if not session_id or not hmac.compare_digest(signature, _sign(secret, session_id)):
         return None
-    if not hmac.compare_digest(signature, _sign(secret, payload)):
+    return session_id
+
+
+def _id_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+
+
+def open_session(session: Session, principal: Principal, *, now: datetime | None = None) -> str:
+    """Record a new dashboard session for `principal`'s key; returns its id (for the cookie)."""
+    when = now or utcnow()
+    session_id = secrets.token_urlsafe(32)
+    session.add(
+        WebSession(
+            id_hash=_id_hash(session_id),
+            key_id=principal.key_id,
+            created_at=when,
+            expires_at=when + timedelta(seconds=SESSION_MAX_AGE_S),
+        )
+    )
+    session.flush()
+    return session_id
+
+
+def live_key_id(session: Session, session_id: str, *, now: datetime | None = None) -> str | None:
+    """The key id of a session that exists, is not revoked and has not expired."""
+    row = session.get(WebSession, _id_hash(session_id))
+    if row is None or row.revoked_at is not None:
         return None
-    age = (now if now is not None else time.time()) - int(issued)
-    return key_id if 0 <= age <= SESSION_MAX_AGE_S else None
+    expires = as_utc(row.expires_at)
+    if expires is None or expires <= (now or utcnow()):
+        return None
+    return row.key_id
+
+
+def revoke_session(session: Session, request: Request, settings: Settings) -> None:
+    """Revoke the session the request's cookie names (nothing if it names none)."""
+    value = request.cookies.get(COOKIE_NAME)
+    session_id = read_cookie_value(session_secret(settings), value) if value else None
+    if session_id is None:
+        return
+    row = session.get(WebSession, _id_hash(session_id))
+    if row is not None and row.revoked_at is None:
+        row.revoked_at = utcnow()
 
 
 def principal_for_key_id(session: Session, key_id: str) -> Principal | None:
@@ -126,7 +166,8 @@ def current_principal(request: Request, session: Session, settings: Settings) ->
         LoginRequired: No cookie, or one that is invalid, expired or names a revoked key.
     """
     value = request.cookies.get(COOKIE_NAME)
-    key_id = read_cookie_value(session_secret(settings), value) if value else None
+    session_id = read_cookie_value(session_secret(settings), value) if value else None
+    key_id = live_key_id(session, session_id) if session_id else None
     principal = principal_for_key_id(session, key_id) if key_id else None
     if principal is None:
         raise LoginRequired("Sign in with an API key to see this page.")
@@ -153,12 +194,12 @@ def _secure(request: Request, settings: Settings) -> bool:
 
 
 def set_session_cookie(
-    response: Response, request: Request, settings: Settings, principal: Principal
+    response: Response, request: Request, settings: Settings, session_id: str
 ) -> None:
-    """Attach the session cookie for `principal` to `response`."""
+    """Attach the cookie of the session `session_id` (from `open_session`) to `response`."""
     response.set_cookie(
         COOKIE_NAME,
-        make_cookie_value(session_secret(settings), principal.key_id),
+        make_cookie_value(session_secret(settings), session_id),
         max_age=SESSION_MAX_AGE_S,
         httponly=True,
         secure=_secure(request, settings),
