@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -85,3 +86,87 @@ def test_tool_calc_policy_calls_the_tool_then_answers_from_it() -> None:
     answers = {respond(after_tool, CALCULATOR, random.Random(s))[0]["content"] for s in range(40)}
     assert "The calculator returned 1234.\nAnswer: 1234" in answers
     assert len(answers) > 1, "sometimes it misreads the tool's result"
+
+
+# --- verifiers' example environments (prompts as verifiers 0.4.0 writes them) -------------
+
+
+def _tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+def _play_tool_task(prompt: str, tool: str, result_of: Any, seed: int) -> str:
+    """Runs the conversation as verifiers' harness does: tool calls answered, to the end."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    rng = random.Random(seed)
+    for _ in range(3):
+        message, finish = respond(messages, [_tool(tool), _tool("bash")], rng)
+        messages.append(message)
+        if finish != "tool_calls":
+            return str(message["content"])
+        (call,) = message["tool_calls"]
+        assert call["function"]["name"] == tool
+        result = result_of(json.loads(call["function"]["arguments"]))
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    raise AssertionError("no final answer in three turns")
+
+
+def test_glossary_looks_the_entity_up_and_answers_in_tags() -> None:
+    facts = {"ada lovelace": "the first computer programmer"}
+    prompt = (
+        'Use the `facts_lookup` tool to look up "Ada Lovelace", then reply with exactly what it '
+        "returns inside <answer></answer> tags."
+    )
+    answers = [
+        _play_tool_task(prompt, "facts_lookup", lambda a: facts[a["name"].lower()], seed)
+        for seed in range(30)
+    ]
+    right = sum(a == "<answer>the first computer programmer</answer>" for a in answers)
+    assert 20 <= right < 30  # mostly right, with seeded mistakes
+
+
+def test_scratchpad_round_trips_its_word() -> None:
+    prompt = (
+        'Call the `scratchpad_roundtrip` tool with word="alpha". It returns a single word. '
+        "Then reply with that returned word verbatim as your final answer — nothing else."
+    )
+    answers = [
+        _play_tool_task(prompt, "scratchpad_roundtrip", lambda a: a["word"], seed)
+        for seed in range(30)
+    ]
+    assert sum(a == "alpha" for a in answers) >= 20
+
+
+def test_verifiers_reverse_text_reads_its_instruction_from_the_system_prompt() -> None:
+    system = "Reverse the text character-by-character. Put your answer in <reversed_text> tags."
+    text = "The quick brown fox jumps over the lazy dog."
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    replies = [respond(messages, None, random.Random(s))[0]["content"] for s in range(20)]
+    assert f"<reversed_text>\n{text[::-1]}\n</reversed_text>" in replies
+
+
+def test_verifiers_alphabet_sort_sorts_camel_case_names_across_turns() -> None:
+    first = (
+        "Sort these names in alphabetical order by LAST name: ZoeAdams, BobYoung, AmyMiller\n\n"
+        "Use exactly this format:\n<alphabetical_sorted>\nName1\nName2\n</alphabetical_sorted>"
+    )
+    follow = (
+        "Now sort ALL of these names alphabetically by LAST name: CarlBrown\n\n"
+        "These are in addition to the prior list. Mark any NEW names (that weren't in the prior "
+        "list) with `// new name!` at the end.\n\nUse exactly this format:\n"
+        "<combined_alphabetical_sorted>\nName1\nName2 // new name!\n"
+        "</combined_alphabetical_sorted>"
+    )
+    best = set()
+    for seed in range(20):
+        rng = random.Random(seed)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+        messages.append(respond(messages, None, rng)[0])
+        messages.append({"role": "user", "content": follow})
+        best.add((messages[1]["content"], respond(messages, None, rng)[0]["content"]))
+    expected_first = "<alphabetical_sorted>\nZoeAdams\nAmyMiller\nBobYoung\n</alphabetical_sorted>"
+    expected_second = (
+        "<combined_alphabetical_sorted>\nZoeAdams\nCarlBrown // new name!\nAmyMiller\nBobYoung\n"
+        "</combined_alphabetical_sorted>"
+    )
+    assert any(expected_first in a and expected_second in b for a, b in best)

@@ -76,7 +76,7 @@ async def test_replies_depend_only_on_seed_and_request(serve: Serve) -> None:
 async def test_bad_requests_get_openai_style_400s(serve: Serve) -> None:
     url = await serve()
     async with httpx.AsyncClient(base_url=url) as http:
-        for body in [b"{not json", b'{"messages": "hi"}', b'{"messages": [], "stream": true}']:
+        for body in [b"{not json", b'{"messages": "hi"}', b'{"messages": [1], "stream": true}']:
             response = await http.post("/chat/completions", content=body)
             assert response.status_code == 400
             error = response.json()["error"]

@@ -84,10 +84,12 @@ async def test_greedy_reruns_are_reproducible(demo_model: str) -> None:
     assert first == again
 
 
-async def test_sampled_rollouts_of_one_task_differ(client: OpenAIAdapter) -> None:
+async def test_rollouts_of_one_task_get_one_answer(client: OpenAIAdapter) -> None:
+    # The demo model's answer is a pure function of its seed and the conversation, so two
+    # runners (or two rollouts) sending the same prompt get the same answer.
     env = load_environment("reverse-text")
     task = env.taskset.select(1)[0]
     episodes = [
-        await env.rollout(task, client, episode_id=f"r{i}", rollout_number=i) for i in range(1, 13)
+        await env.rollout(task, client, episode_id=f"r{i}", rollout_number=i) for i in range(1, 7)
     ]
-    assert len({e.messages[-1]["content"] for e in episodes}) > 1
+    assert len({e.messages[-1]["content"] for e in episodes}) == 1

@@ -1,7 +1,11 @@
 """The demo model's scripted policies, one per built-in environment.
 
 A policy recognises its environment from the conversation (the task prompt's wording and
-tags), answers mostly right, and makes seeded mistakes so rewards vary. Everything is a
+tags), answers mostly right, and makes seeded mistakes so rewards vary. Besides proctor's
+built-ins it recognises some of verifiers' example environments, as `vf-eval` and the
+verifiers driver run them: glossary and scratchpad (call the tool the prompt names, then
+answer from its result), reverse_text (the instruction in the system prompt) and
+alphabet_sort (camel-case names, follow-ups that list the new names). Everything is a
 pure function of the conversation and a `random.Random`, so the server can make replies
 reproducible by seeding that generator from the request.
 """
@@ -52,7 +56,19 @@ def _say(content: str) -> Reply:
 
 _SORT_BY = re.compile(r"by (FIRST|LAST) name")
 _FIRST_NAMES = re.compile(r"by (?:FIRST|LAST) name: (.*?)\n\n", re.DOTALL)
-_NEW_NAMES = re.compile(r"New names: (.*?)\n\n", re.DOTALL)
+_NEW_NAMES = re.compile(r"(?:New names|by (?:FIRST|LAST) name): (.*?)\n\n", re.DOTALL)
+
+
+def _camel_key(name: str, sort_by: str) -> str:
+    """verifiers' alphabet_sort key for a name written without spaces (`JohnSmith`)."""
+    cut = next((i for i in range(1, len(name)) if name[i].isupper()), len(name))
+    return name[:cut] if sort_by == "FIRST" else name[cut:]
+
+
+def _sort_names(names: list[str], sort_by: str) -> list[str]:
+    if names and not any(" " in n for n in names):
+        return sorted(names, key=lambda n: _camel_key(n, sort_by))
+    return alphabet_sort.sort_names(names, sort_by)
 
 
 def _alphabet_sort(users: list[str], rng: random.Random) -> Reply:
@@ -65,7 +81,7 @@ def _alphabet_sort(users: list[str], rng: random.Random) -> Reply:
         new = [n.strip() for n in found.group(1).split(",")] if found else []
         seen += new
     combined = len(users) > 1
-    ordered = alphabet_sort.sort_names(seen, sort_by)
+    ordered = _sort_names(seen, sort_by)
     lines = [f"{n} {alphabet_sort.NEW_MARK}" if combined and n in new else n for n in ordered]
     roll = rng.random()
     if roll < 0.12 and len(lines) > 1:
@@ -99,6 +115,56 @@ def _reverse_text(prompt: str, rng: random.Random) -> Reply:
                     break
     tag = reverse_text.TAG
     return _say(f"<{tag}>\n{''.join(chars)}\n</{tag}>")
+
+
+# --- verifiers' example environments ------------------------------------------------------
+
+_VF_REVERSE = "Reverse the text character-by-character."
+# glossary: 'Use the `facts_lookup` tool to look up "Ada Lovelace", then reply with exactly
+# what it returns inside <answer></answer> tags.'
+_LOOK_UP = re.compile(r'Use the `(?P<tool>[\w.-]+)` tool to look up "(?P<name>[^"]+)"')
+# scratchpad: 'Call the `scratchpad_roundtrip` tool with word="alpha". It returns ...'
+_CALL_WITH = re.compile(r'Call the `(?P<tool>[\w.-]+)` tool with (?P<arg>\w+)="(?P<value>[^"]*)"')
+
+
+def _offered(tools: list[dict[str, Any]] | None, wanted: str) -> str | None:
+    """The offered tool's name that is (or ends with) `wanted`, e.g. behind a prefix."""
+    names = [str((t.get("function") or {}).get("name") or "") for t in tools or ()]
+    return next((n for n in names if n == wanted), None) or next(
+        (n for n in names if n.endswith(wanted)), None
+    )
+
+
+def _tool_call(name: str, arguments: dict[str, Any], rng: random.Random) -> Reply:
+    call = {
+        "id": f"call_{rng.getrandbits(48):012x}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+
+
+def _named_tool_task(
+    messages: list[Message], prompt: str, tools: list[dict[str, Any]] | None, rng: random.Random
+) -> Reply | None:
+    """glossary and scratchpad: call the tool the prompt names, then answer from its result."""
+    lookup, call_with = _LOOK_UP.search(prompt), _CALL_WITH.search(prompt)
+    found = lookup or call_with
+    if found is None:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool":
+        result = _text(last).strip()
+        if rng.random() < 0.1:
+            result = result[: max(1, len(result) // 2)]  # answered from half a memory
+        return _say(f"<answer>{result}</answer>" if lookup else result)
+    name = _offered(tools, found["tool"])
+    if name is None or rng.random() < 0.1:
+        # No such tool offered (or skipped it): guesses.
+        guess = call_with["value"] if call_with else "I could not look that up."
+        return _say(f"<answer>{guess}</answer>" if lookup else guess)
+    arguments = {"name": found["name"]} if lookup else {found["arg"]: found["value"]}
+    return _tool_call(name, arguments, rng)
 
 
 # --- arithmetic ----------------------------------------------------------------------------
@@ -267,11 +333,16 @@ def respond(
     if not users:
         return _say(GENERIC_REPLY)
     prompt = users[0]
+    system = "\n".join(_text(m) for m in messages if m.get("role") in ("system", "developer"))
     reply: Reply | None = None
     if f"<{alphabet_sort.FIRST_TAG}>" in prompt:
         reply = _alphabet_sort(users, rng)
     elif f"<{reverse_text.TAG}>" in prompt:
         reply = _reverse_text(prompt, rng)
+    elif _VF_REVERSE in system and f"<{reverse_text.TAG}>" in system:
+        reply = _reverse_text("\n\n" + prompt, rng)  # the whole user message is the text
+    elif _LOOK_UP.search(prompt) or _CALL_WITH.search(prompt):
+        reply = _named_tool_task(messages, prompt, tools, rng)
     elif "[Reference answer]" in prompt and "GRADE: C" in prompt:
         reply = _judge(prompt)
     elif prompt.endswith(math_problems.INSTRUCTION):

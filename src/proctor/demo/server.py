@@ -2,15 +2,25 @@
 
 Lean by design (aiohttp on uvloop, no per-request validation or logging) so that a
 benchmark's hundreds of concurrent rollouts are limited by the engine, not by this stand-in.
-Replies are seeded from `--seed`, the request body and how often this server has seen that
-body: like a sampled model, the rollouts of one task get different answers, yet a fresh server
-replays a run exactly. At `temperature: 0` the body alone decides (greedy, fully
-reproducible). Injected errors draw from their own seeded stream, so a retry can succeed.
+
+An answer is a pure function of `--seed` and the conversation the request carries (each
+message's role, text and tool calls, the offered tools' names, and the request's own `seed`
+when it sends one): not of the order requests arrive in, how often a server saw them, the
+model name, the sampling knobs or whether the reply streams. So two runners (`proctor eval`,
+`vf-eval`) sending the same prompts get the same answers, from one server or from two, and a
+run replays exactly; the rollouts of one task get one answer unless their requests carry
+different `seed`s. Injected errors draw from their own seeded stream, so a retry can succeed.
+
+`stream: true` answers as OpenAI streams chat completions: server-sent events of
+`chat.completion.chunk`s (the role, the content in pieces, each tool call, the finish
+reason), then a usage chunk when `stream_options.include_usage` asks for it, then
+`data: [DONE]`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import logging
@@ -18,7 +28,6 @@ import math
 import random
 import signal
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +122,79 @@ def _estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
 
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return ""
+
+
+def conversation_key(payload: dict[str, Any]) -> bytes:
+    """What decides an answer: each message's role, text and tool calls, the offered tools'
+    names and the request's `seed`, in a canonical form (so clients that spell the same
+    conversation differently, e.g. content as parts or `"tool_calls": []`, agree)."""
+    messages = []
+    for m in payload.get("messages") or []:
+        calls = [
+            [(c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments")]
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
+        messages.append([m.get("role"), _content_text(m.get("content")), calls])
+    tools = payload.get("tools")
+    names = sorted(
+        str((t.get("function") or {}).get("name"))
+        for t in (tools if isinstance(tools, list) else [])
+        if isinstance(t, dict)
+    )
+    seed = payload.get("seed")
+    canonical = [messages, names, seed if isinstance(seed, int) else None]
+    return json.dumps(canonical, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def reply_seed(seed: int, payload: dict[str, Any]) -> int:
+    """The policy generator's seed for a request: a pure function of `seed` and the
+    request's conversation (`conversation_key`)."""
+    digest = hashlib.blake2b(conversation_key(payload), digest_size=8, key=b"proctor-demo")
+    return (seed << 64) ^ int.from_bytes(digest.digest(), "big")
+
+
+_PIECE = 24
+"""Characters of content per streamed chunk (so a client really assembles the deltas)."""
+
+
+def _sse(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+
+def stream_events(
+    head: dict[str, Any],
+    message: dict[str, Any],
+    finish_reason: str,
+    usage: dict[str, int] | None,
+) -> list[bytes]:
+    """The SSE events of one streamed reply: role, content pieces, tool calls, the finish
+    reason, a usage chunk (when `usage` is given; every earlier chunk then says
+    `"usage": null`, as OpenAI's do), and `[DONE]`."""
+    extra = {"usage": None} if usage is not None else {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return _sse({**head, "choices": [choice], **extra})
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    content = message.get("content") or ""
+    events += [chunk({"content": content[i : i + _PIECE]}) for i in range(0, len(content), _PIECE)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    events.append(chunk({}, finish_reason))
+    if usage is not None:
+        events.append(_sse({**head, "choices": [], "usage": usage}))
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
 class DemoModel:
     """The request handlers, holding the config and the error-injection stream."""
 
@@ -121,7 +203,6 @@ class DemoModel:
         self._latency_s = config.latency_ms / 1000.0
         self._errors = random.Random(f"demo-errors:{config.seed}")
         self._ids = itertools.count(1)
-        self._times_seen: dict[int, int] = {}
         self.bucket = _TokenBucket(config.rate_limit) if config.rate_limit else None
         """The rate limiter (None without `rate_limit`); its counters tell what was refused."""
 
@@ -132,17 +213,6 @@ class DemoModel:
         app.router.add_get("/v1/models", self.models)
         return app
 
-    def _reply_seed(self, body: bytes, temperature: Any) -> int:
-        digest = zlib.crc32(body)
-        seed = (self.config.seed << 32) ^ digest
-        if temperature == 0:
-            return seed
-        if len(self._times_seen) > 1_000_000:  # bound memory on very long-lived servers
-            self._times_seen.clear()
-        seen = self._times_seen.get(digest, 0)
-        self._times_seen[digest] = seen + 1
-        return seed ^ (seen << 40)
-
     async def models(self, request: web.Request) -> web.Response:
         """`GET /v1/models`: the one model this server pretends to be."""
         return _json(
@@ -152,8 +222,8 @@ class DemoModel:
             }
         )
 
-    async def chat_completions(self, request: web.Request) -> web.Response:
-        """`POST /v1/chat/completions` (non-streaming)."""
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        """`POST /v1/chat/completions`, answered whole or, with `stream: true`, as SSE."""
         body = await request.read()
         if self.bucket is not None and (wait_s := self.bucket.take()):
             return _rate_limited(wait_s)  # refused at once, as a provider's gateway does
@@ -172,41 +242,44 @@ class DemoModel:
             return _error(
                 400, "'messages' must be a list of message objects.", "invalid_request_error"
             )
-        if payload.get("stream"):
-            return _error(
-                400, "The demo model does not stream; send stream=false.", "invalid_request_error"
-            )
         tools = payload.get("tools")
-        rng = random.Random(self._reply_seed(body, payload.get("temperature")))
+        rng = random.Random(reply_seed(self.config.seed, payload))
         message, finish_reason = respond(messages, tools if isinstance(tools, list) else None, rng)
         content = message.get("content") or ""
         max_tokens = payload.get("max_completion_tokens") or payload.get("max_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0 and len(content) > 4 * max_tokens:
             message["content"] = content = content[: 4 * max_tokens]
             finish_reason = "length"
-        prompt_tokens = sum(_estimate_tokens(str(m.get("content") or "")) + 3 for m in messages)
+        prompt_tokens = sum(_estimate_tokens(_content_text(m.get("content"))) + 3 for m in messages)
         completion_tokens = _estimate_tokens(content)
-        return _json(
-            {
-                "id": f"chatcmpl-demo{next(self._ids):x}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": payload.get("model") or MODEL_ID,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": finish_reason,
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            }
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        head = {
+            "id": f"chatcmpl-demo{next(self._ids):x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": payload.get("model") or MODEL_ID,
+        }
+        if payload.get("stream"):
+            options = payload.get("stream_options")
+            with_usage = isinstance(options, dict) and options.get("include_usage") is True
+            head["object"] = "chat.completion.chunk"
+            events = stream_events(head, message, finish_reason, usage if with_usage else None)
+            return await self._stream(request, events)
+        choice = {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+        return _json({**head, "choices": [choice], "usage": usage})
+
+    async def _stream(self, request: web.Request, events: list[bytes]) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
+        await response.prepare(request)
+        await response.write(b"".join(events))
+        await response.write_eof()
+        return response
 
 
 async def start_server(
