@@ -5,6 +5,7 @@
      │    ├── EnvironmentNotFound   no environment of that name is installed
      │    ├── SandboxUnavailable    model-written code cannot be run isolated here
      │    └── RunDirError           the run directory cannot be used as asked
+     │         └── NothingToResume      --resume of a run whose evaluation is COMPLETED (exit 0)
      ├── ModelError             the model endpoint failed after retries (recorded on an episode)
  ├── HTTPConnectionError    a chat request got no complete answer (the chat client turns it
  │                          into the SDK's APIConnectionError, so users never see it)
@@ -58,7 +59,14 @@ class SandboxUnavailable(ConfigError):
 
 
 class RunDirError(ConfigError):
-    """The run directory already holds results, or does not match a resume."""
+    """The run directory already holds results, is in use, or does not match a resume."""
+
+
+class NothingToResume(RunDirError):
+    """`--resume` of a run whose evaluation the platform already holds as COMPLETED: nothing
+    is run or uploaded again (the message points at the evaluation)."""
+
+    exit_code = 0
 
 
 class HTTPConnectionError(ProctorError):

@@ -207,14 +207,22 @@ class FaultProxy:
         target: the platform's URL.
         refuse: a rule for refusals (see `Refusal`).
         retry_after: the Retry-After header sent with each refusal (none when None).
+        answered: called with (method, path) once the target answered, before the answer
+            is passed on (e.g. to kill the client after the platform committed a finalize).
     """
 
     def __init__(
-        self, target: str, refuse: Refusal | None = None, *, retry_after: str | None = None
+        self,
+        target: str,
+        refuse: Refusal | None = None,
+        *,
+        retry_after: str | None = None,
+        answered: Callable[[str, str], None] | None = None,
     ) -> None:
         self.target = target
         self.refuse = refuse
         self.retry_after = retry_after
+        self.answered = answered
         self.refused = 0
         """Requests answered with an error status."""
         self.injected = 0
@@ -311,6 +319,8 @@ class FaultProxy:
                     self._reset()  # the platform is down: the client sees a dead connection
                     return
                 proxy.forwarded += 1
+                if proxy.answered is not None:
+                    proxy.answered(self.command, self.path)
                 if self.command == "POST" and self.path.endswith("/samples"):
                     proxy.forwarded_uploads += 1
                 if resetting:

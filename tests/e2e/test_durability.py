@@ -340,14 +340,68 @@ def test_a_completed_evaluation_is_never_reopened(
     eid = run_id(run_dir)
     assert settled(store, eid)["status"] == "COMPLETED"
     before = stored_ids(store, eid)
+    count = evaluation_count(store)
     again = subprocess.run(
         eval_args(demo_model, tmp_path, "--resume"), env=env, capture_output=True, text=True
     )
+    # Nothing to resume: no second evaluation, and the message points at the first one.
     assert again.returncode == 0, again.stderr
-    assert "resuming into a new evaluation" in again.stderr
-    assert run_id(run_dir) != eid
+    assert f"nothing to resume: this run's evaluation {eid} is already COMPLETED" in again.stderr
+    assert "Traceback" not in again.stderr
+    assert run_id(run_dir) == eid
     assert stored_ids(store, eid) == before
     assert record(store, eid)["attempts"] == 1
+    assert evaluation_count(store) == count
+
+
+def test_resume_after_a_finalize_whose_answer_never_came_opens_no_second_evaluation(
+    plat: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    # The eval is SIGKILLed once the platform has committed its finalize, before the answer
+    # reaches it: its run.json still says the run is open.
+    first = ManagedProcess(eval_args(demo_model, tmp_path), tmp_path / "first.log")
+
+    def kill_after_finalize(method: str, path: str) -> None:
+        if method == "POST" and path.endswith("/finalize"):
+            first.signal(signal.SIGKILL)
+
+    run_dir = tmp_path / "r"
+    with durability.FaultProxy(plat.url, answered=kill_after_finalize) as proxy:
+        first.env = eval_env(proxy.url, plat, tmp_path)
+        first.start()
+        try:
+            assert first.proc is not None
+            assert first.proc.wait(timeout=120) == -signal.SIGKILL, first.output()
+        finally:
+            first.stop()
+    eid = run_id(run_dir)
+    assert settled(plat, eid)["status"] == "COMPLETED"
+    state = json.loads(next((run_dir / "platform").glob("*/run.json")).read_text())
+    assert state["phase"] == "open"  # what the killed process left
+    count = evaluation_count(plat)
+
+    resumed = subprocess.run(
+        eval_args(demo_model, tmp_path, "--resume"),
+        env=eval_env(plat.url, plat, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "nothing to resume" in resumed.stderr and eid in resumed.stderr
+    assert evaluation_count(plat) == count  # no second evaluation
+    assert_exactly_once(plat, eid, trace_ids(run_dir))
+    assert record(plat, eid)["attempts"] == 1
+    # The run dir now tells the truth: a sync has nothing left to do.
+    synced = sync(plat, run_dir)
+    assert synced.returncode == 0, synced.stderr
+
+
+def evaluation_count(plat: Platform) -> int:
+    with plat.client() as c:
+        r = c.get("/evaluations/", params={"limit": 1})
+        r.raise_for_status()
+        return int(r.json()["total"])
 
 
 def test_rewards_near_the_float_limit_keep_every_answer_valid_json(

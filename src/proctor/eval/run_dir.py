@@ -2,15 +2,22 @@
 
 Traces are appended and flushed as each episode finishes, so a killed run keeps everything
 it finished; `--resume` reads them back, keeps the successful ones and re-runs the rest.
+
+One writer per run directory: the process that runs it holds an exclusive OS file lock
+(`flock`) on `.proctor.lock` inside it from before its checks until it ends, so a second
+`proctor eval` or `--resume` there is refused with the holder's pid. The kernel drops the
+lock when its holder dies, however it dies, so a killed run never leaves a stale lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,8 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "config.toml"
 TRACES_FILE = "traces.jsonl"
 LOG_FILE = "logs/eval.log"
+LOCK_FILE = ".proctor.lock"
+"""Held (flock) by the one process writing the run directory; it holds that process's pid."""
 
 
 class RunDirectory:
@@ -56,12 +65,27 @@ class RunDirectory:
                     "drop --resume or pass the --run.name or --run.dir of an earlier run"
                 )
             return
-        # Results are files: empty folders (a mount point made ready for the spool) are none.
-        if not clean and self.path.exists() and any(p.is_file() for p in self.path.rglob("*")):
+        # Results are files: empty folders (a mount point made ready for the spool) are none,
+        # and neither is the writer's lock.
+        lock = self.path / LOCK_FILE
+        if (
+            not clean
+            and self.path.exists()
+            and any(p.is_file() and p != lock for p in self.path.rglob("*"))
+        ):
             raise RunDirError(
                 f"{self.path} already holds results; pass --resume to continue that run, "
                 f"--clean to start it over, or choose another {naming}"
             )
+
+    def lock(self) -> RunDirLock:
+        """Become the one process writing this directory (created if missing); the caller
+        calls `release()` when it is done.
+
+        Raises:
+            RunDirError: another process holds it (named by its pid), or it cannot be created.
+        """
+        return RunDirLock.acquire(self.path)
 
     def saved_config(self) -> dict[str, Any]:
         """The config.toml of an earlier run."""
@@ -85,7 +109,15 @@ class RunDirectory:
     def prepare(self, *, clean: bool, kept: list[dict[str, Any]] | None) -> None:
         """Create the directory; empty it (`clean`) or rewrite traces to the `kept` records."""
         if clean and self.path.exists():
-            shutil.rmtree(self.path)
+            # Everything but the lock this process holds (a new lock file would admit a
+            # second writer).
+            for entry in self.path.iterdir():
+                if entry.name == LOCK_FILE:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if kept is not None:
             # Drop errored and duplicate lines in one atomic step: a crash mid-way leaves the
@@ -116,6 +148,93 @@ class RunDirectory:
         if root.getEffectiveLevel() > handler.level:
             root.setLevel(handler.level)
         return handler
+
+
+class RunDirLock:
+    """An exclusive `flock` on `<run dir>/.proctor.lock`, held until `release()` or death."""
+
+    def __init__(self, path: Path, fd: int, created: list[Path]) -> None:
+        self.path = path
+        self._fd: int | None = fd
+        self._created = created
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> RunDirLock:
+        """Lock `run_dir`, creating it when missing (see `RunDirectory.lock`)."""
+        created = [p for p in [run_dir, *run_dir.parents] if not p.exists()]
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise RunDirError(
+                f"cannot create the run directory {run_dir} ({reason}); make its parent "
+                "writable or pass another -o"
+            ) from e
+        path = run_dir / LOCK_FILE
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as e:
+                _remove_empty(created)
+                reason = e.strerror or str(e)
+                raise RunDirError(
+                    f"cannot write the run directory {run_dir} ({reason}); make it writable "
+                    "or pass another -o"
+                ) from e
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise RunDirError(
+                    f"{run_dir} is in use by {holder}; wait for it to end (or stop it), then "
+                    "continue with --resume"
+                ) from None
+            # A holder that released meanwhile may have removed the file we opened.
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        command = " ".join(["proctor", *sys.argv[1:]])[:200]
+        os.write(fd, f"{os.getpid()} {command}\n".encode())
+        return cls(path, fd, created)
+
+    def release(self) -> None:
+        """Let the next writer in; a directory this lock created and nothing filled goes."""
+        if self._fd is None:
+            return
+        run_dir = self.path.parent
+        with contextlib.suppress(OSError):
+            if [entry.name for entry in run_dir.iterdir()] == [LOCK_FILE]:
+                self.path.unlink()  # under the lock: a waiting writer re-checks the inode
+        os.close(self._fd)
+        self._fd = None
+        _remove_empty(self._created)
+
+
+def _holder(fd: int) -> str:
+    """Who holds a lock file, from what it wrote there: "proctor process 123 (`...`)"."""
+    try:
+        text = os.pread(fd, 400, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    pid, _, command = text.partition(" ")
+    if not pid.isdigit():
+        return "another proctor process"
+    return f"proctor process {pid}" + (f" (`{command}`)" if command else "")
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the directories that were made for a run and stayed empty (deepest first)."""
+    for path in created:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 class _QuietFileHandler(logging.FileHandler):

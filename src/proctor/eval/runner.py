@@ -87,7 +87,9 @@ def run_eval(
 
     Raises:
         ConfigError: bad config, unknown environment, infinite taskset without -n.
-        RunDirError: the run directory holds results (no --resume/--clean) or does not match.
+        RunDirError: the run directory holds results (no --resume/--clean), does not match,
+            or another process is running it.
+        NothingToResume: `--resume` of a run whose evaluation is COMPLETED already.
         ModelError: the model endpoint does not answer at all.
         PlatformError: the platform run cannot be opened or attached to.
     """
@@ -114,23 +116,27 @@ def run_eval(
             config.num_examples,
         )
     run_dir = RunDirectory(config.run_dir)
-    run_dir.check(resume=config.resume, clean=config.clean, naming=naming)
-    kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
-    done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
-    jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
-    total = len(tasks) * config.rollouts_per_example
-    run = _Run(
-        config,
-        env,
-        run_dir,
-        jobs,
-        kept,
-        total,
-        view or LogProgress(),
-        client=client,
-        platform_run=platform,
-    )
-    return _event_loop_run(run.execute())
+    lock = run_dir.lock()  # one writer per run directory, until this run has ended
+    try:
+        run_dir.check(resume=config.resume, clean=config.clean, naming=naming)
+        kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
+        done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
+        jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
+        total = len(tasks) * config.rollouts_per_example
+        run = _Run(
+            config,
+            env,
+            run_dir,
+            jobs,
+            kept,
+            total,
+            view or LogProgress(),
+            client=client,
+            platform_run=platform,
+        )
+        return _event_loop_run(run.execute())
+    finally:
+        lock.release()
 
 
 def _with_saved_run_name(config: EvalConfig) -> EvalConfig:

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.errors import APIError, PlatformError
+from proctor.contract import FINALIZED_STATUSES
+from proctor.errors import APIError, NothingToResume, PlatformError
 from proctor.runs._client import PlatformClient, PlatformUnreachable, is_transient
 from proctor.runs._evaluations import check_attachable, create_evaluation, reopen_evaluation
 from proctor.runs._state import PendingCreate, RunState
@@ -92,13 +93,20 @@ def open_own(
 def _resume(
     client: PlatformClient, previous: RunState, wanted: Wanted, *, can_go_offline: bool
 ) -> tuple[RunState, bool]:
-    """Reopen the evaluation the earlier attempt created; a closed one gets a successor."""
+    """Reopen the evaluation the earlier attempt created; a COMPLETED one is the whole run
+    (nothing to resume), another closed one (TIMEOUT) gets a successor.
+
+    Raises:
+        NothingToResume: the platform holds the evaluation as COMPLETED, whatever the
+            earlier attempt recorded (it may have died before the finalize's answer came).
+    """
     try:
         attempts = reopen_evaluation(
             client, previous.evaluation_id, deadline=time.monotonic() + REOPEN_WAIT_S
         )
     except PlatformError as e:
         if isinstance(e, APIError) and e.status_code == 409:
+            _refuse_if_completed(client, previous)
             log.warning(
                 "evaluation %s takes no more samples (%s); resuming into a new evaluation",
                 previous.evaluation_id,
@@ -126,6 +134,25 @@ def _resume(
         }
     )
     return state, False
+
+
+def _refuse_if_completed(client: PlatformClient, previous: RunState) -> None:
+    """Raise `NothingToResume` when the platform holds the evaluation as COMPLETED."""
+    try:
+        record = client.call("GET", f"/evaluations/{previous.evaluation_id}", attempts=3)
+    except PlatformError:
+        return
+    status = str(record.get("status") or "").upper()
+    if status not in FINALIZED_STATUSES:  # PROCESSING: its statistics are being computed
+        return
+    where = record.get("viewer_url") or previous.viewer_url
+    total = record.get("total_samples")
+    held = f" with its {total} samples" if isinstance(total, int) else ""
+    at = f" ({where})" if where else ""
+    raise NothingToResume(
+        f"nothing to resume: this run's evaluation {previous.evaluation_id} is already "
+        f"{status}{held}{at}; start a new run to evaluate again"
+    )
 
 
 def _create(

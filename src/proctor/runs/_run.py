@@ -7,6 +7,7 @@ create, offline) is `proctor.runs._open`'s, how it is closed `proctor.runs._fini
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 import httpx
 
-from proctor.errors import APIError, AttachError, ConfigError, PlatformError
+from proctor.errors import APIError, AttachError, ConfigError, NothingToResume, PlatformError
 from proctor.runs._client import PlatformClient
 from proctor.runs._finish import leave_pending, settle
 from proctor.runs._open import Wanted, open_state
@@ -346,7 +347,8 @@ def init(
         finish_timeout: default seconds `finish()` waits for uploads.
         upload: batching knobs of the uploader.
         resume: continue the evaluation an earlier attempt with the same `run_dir` created
-            (reopening it when that attempt closed it as failed or cancelled).
+            (reopening it when that attempt closed it as failed or cancelled; one the
+            platform holds as COMPLETED raises `NothingToResume`).
         http: the HTTP client to reach the platform through (see `PlatformClient`).
 
     Raises:
@@ -370,13 +372,26 @@ def init(
         api_url=settings.api_url,
         expected_samples=expected_samples,
     )
-    state, offline = open_state(
-        client,
-        wanted,
-        attach_id=id,
-        previous=previous[1] if previous else None,
-        can_go_offline=run_dir is not None,
-    )
+    try:
+        state, offline = open_state(
+            client,
+            wanted,
+            attach_id=id,
+            previous=previous[1] if previous else None,
+            can_go_offline=run_dir is not None,
+        )
+    except NothingToResume:
+        if previous is not None:  # what the platform holds is the truth: the run is closed
+            directory, done = previous
+            done.phase, done.final_status, done.pending_finish, done.pid = (
+                "finished",
+                "finalized",
+                None,
+                None,
+            )
+            with contextlib.suppress(OSError):
+                done.save(directory)
+        raise
     state.pid = os.getpid()
     directory = _spool_directory(run_dir, state.evaluation_id)
     if previous is not None and previous[0] != directory and not offline:
