@@ -204,20 +204,25 @@ def test_an_unwritable_run_dir_fails_the_run_in_one_sentence_and_corrupts_nothin
             remount(fs, "rw")
         if filler is not None:
             unfill(filler)
-        assert proc.returncode == 1, err
         assert "Traceback" not in err
         reason = "Read-only file system" if fault.startswith("read-only") else "No space left"
         failure = [line for line in err.splitlines() if line.startswith("proctor eval:")]
-        assert (
-            len(failure) == 1
-            and f"cannot write the run directory {run_dir} ({reason}" in (failure[0])
-        )
+        assert len(failure) == 1 and f"the run directory {run_dir}" in failure[0], err
+        assert f"({reason}" in failure[0], err
         with plat.client() as c:
             mine = [
                 e
                 for e in c.get("/evaluations/", params={"limit": 500}).json()["evaluations"]
                 if e["metadata"].get("output_dir") == str(tmp_path / "out")
             ]
+        if fault.endswith("from-start"):
+            # Nothing ran: refused before any evaluation exists, and --resume is no advice.
+            assert proc.returncode == 2, err
+            assert "pass another -o" in failure[0] and "--resume" not in failure[0]
+            assert mine == []
+            return
+        assert proc.returncode == 1, err
+        assert f"cannot write the run directory {run_dir} ({reason}" in failure[0]
         assert len(mine) == 1
         eid = mine[0]["evaluation_id"]
         rec = record(plat, eid)

@@ -3,6 +3,7 @@ use is refused, naming the process that runs it; a killed run leaves no stale lo
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ def test_a_second_writer_is_refused_and_a_killed_one_leaves_no_lock(
     first = start(tmp_path, "first.log", "--client.base-url", slow_model)
     try:
         wait_for_lines(traces, 2, first)
+        # Paused (SIGSTOP), it is alive and holds the run dir however slow the checks are.
+        first.signal(signal.SIGSTOP)
         # While it runs: a resume, and a fresh eval of the same run, are both refused.
         for flags in (["--resume"], []):
             second = run_eval(*ARGS, *flags, "--client.base-url", demo_model, cwd=tmp_path)
@@ -48,6 +51,8 @@ def test_a_second_writer_is_refused_and_a_killed_one_leaves_no_lock(
             assert f"is in use by proctor process {first.pid} (`proctor eval" in last
             assert "Traceback" not in second.stderr
         assert first.proc is not None and first.proc.poll() is None  # untouched, still going
+        first.signal(signal.SIGCONT)
+        wait_for_lines(traces, count_complete_lines(traces) + 1, first)  # it goes on
         first.kill()  # SIGKILL: the kernel drops its lock
     finally:
         first.stop()
@@ -58,9 +63,11 @@ def test_a_second_writer_is_refused_and_a_killed_one_leaves_no_lock(
     resumed = start(tmp_path, "resumed.log", "--resume", "--client.base-url", slow_model)
     try:
         wait_for_lines(traces, len(before) + 2, resumed)
+        resumed.signal(signal.SIGSTOP)
         late = run_eval(*ARGS, "--resume", "--client.base-url", demo_model, cwd=tmp_path)
         assert late.returncode == 2, late.stderr
         assert f"is in use by proctor process {resumed.pid}" in late.stderr
+        resumed.signal(signal.SIGCONT)
         assert resumed.proc is not None
         assert resumed.proc.wait(timeout=120) == 0, resumed.output()
     finally:

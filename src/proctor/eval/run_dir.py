@@ -198,16 +198,27 @@ class RunDirLock:
             if same:
                 break
             os.close(fd)
-        os.ftruncate(fd, 0)
+        lock = cls(path, fd, created)
         command = " ".join(["proctor", *sys.argv[1:]])[:200]
-        os.write(fd, f"{os.getpid()} {command}\n".encode())
-        return cls(path, fd, created)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {command}\n".encode())
+        except OSError as e:  # a full disk: nothing has run yet, so say so now
+            lock.release()
+            reason = e.strerror or str(e)
+            raise RunDirError(
+                f"cannot write the run directory {run_dir} ({reason}); free space there or "
+                "pass another -o"
+            ) from e
+        return lock
 
     def release(self) -> None:
         """Let the next writer in; a directory this lock created and nothing filled goes."""
         if self._fd is None:
             return
         run_dir = self.path.parent
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)  # a lock nobody holds names nobody
         with contextlib.suppress(OSError):
             if [entry.name for entry in run_dir.iterdir()] == [LOCK_FILE]:
                 self.path.unlink()  # under the lock: a waiting writer re-checks the inode
