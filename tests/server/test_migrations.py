@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sqlalchemy import inspect
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
 
 from proctor.server import migrations
 from proctor.server.db.base import Base
@@ -48,5 +49,56 @@ def test_migrated_schema_matches_the_models(db_url: str) -> None:
             assert columns == {c.name for c in table.columns}, table.name
         unique = {tuple(u["column_names"]) for u in inspector.get_unique_constraints("samples")}
         assert ("evaluation_id", "sample_id") in unique and ("evaluation_id", "seq") in unique
+    finally:
+        db.dispose()
+
+
+def test_package_paths_become_relative_to_the_data_dir(db_url: str) -> None:
+    """Rows written with the server's own path (absolute, or relative to its cwd) are
+    rewritten to `hub/<kind>s/<sha256>/<file>`, so a moved data dir keeps them."""
+    db = Database(db_url)
+    script = ScriptDirectory.from_config(migrations.alembic_config(db.write_engine))
+    fix = next(r for r in script.walk_revisions() if r.path.endswith("_relative_package_paths.py"))
+    sha = "a" * 64
+    try:
+        migrations.upgrade(db.write_engine, str(fix.down_revision))
+        with db.write_engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO environments (id, owner, name, created_at, kind, visibility) "
+                    "VALUES ('e1', 'alice', 'echo', '2026-01-01', 'pushed', 'PRIVATE')"
+                )
+            )
+            for vid, wheel_path, source_path in (
+                ("v1", f"data/hub/wheels/{sha}/echo-0.1.0-py3-none-any.whl", None),
+                (
+                    "v2",
+                    f"/srv/p/hub/wheels/{sha}/echo-0.2.0-py3-none-any.whl",
+                    f"/srv/p/hub/sources/{sha}/echo.tar.gz",
+                ),
+            ):
+                conn.execute(
+                    text(
+                        "INSERT INTO environment_versions (id, environment_id, status, "
+                        "content_hash, details, wheel_path, source_path, created_at) VALUES "
+                        "(:id, 'e1', 'READY', :h, '{}', :w, :s, '2026-01-01')"
+                    ),
+                    {"id": vid, "h": vid * 32, "w": wheel_path, "s": source_path},
+                )
+        migrations.upgrade(db.write_engine)
+        with db.engine.connect() as conn:
+            rows = dict(
+                (r[0], (r[1], r[2]))
+                for r in conn.execute(
+                    text("SELECT id, wheel_path, source_path FROM environment_versions")
+                )
+            )
+        assert rows == {
+            "v1": (f"hub/wheels/{sha}/echo-0.1.0-py3-none-any.whl", None),
+            "v2": (
+                f"hub/wheels/{sha}/echo-0.2.0-py3-none-any.whl",
+                f"hub/sources/{sha}/echo.tar.gz",
+            ),
+        }
     finally:
         db.dispose()

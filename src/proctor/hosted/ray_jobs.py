@@ -100,7 +100,7 @@ class RaySandbox:
             from ray.job_submission import JobSubmissionClient
         except ImportError as e:
             raise ConfigError(
-                "The ray sandbox needs Ray; install it with `pip install 'proctor[ray]'`."
+                "The ray sandbox needs Ray; install it with `pip install ray`."
             ) from e
         self.address = address
         try:

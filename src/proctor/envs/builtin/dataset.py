@@ -105,7 +105,7 @@ def _read_parquet(path: Path) -> list[tuple[str, Any]]:
     except ImportError:
         raise ConfigError(
             "reading Parquet needs pyarrow, which is not installed; install it "
-            "(pip install 'proctor[parquet]') or convert the file to JSONL"
+            "(pip install pyarrow) or convert the file to JSONL"
         ) from None
     try:
         table = pq.read_table(path)

@@ -62,6 +62,14 @@ def hub_owner_of(owner: str, settings: Settings) -> str:
     return settings.hub_owner if owner == PUBLIC_CLIENT_OWNER else owner
 
 
+def hub_ref_of(ref: str | None, settings: Settings) -> str | None:
+    """An `owner/name` filter as stored: `primeintellect/x` names the hub's own `x`."""
+    if not ref or "/" not in ref:
+        return ref
+    owner, _, name = ref.partition("/")
+    return f"{hub_owner_of(owner, settings)}/{name}"
+
+
 def find(
     session: Session, principal: Principal, owner: str, name: str, settings: Settings
 ) -> Environment:

@@ -61,6 +61,23 @@ def stored_path(hub_dir: Path, kind: str, sha256: str, filename: str) -> Path:
     return hub_dir / f"{kind}s" / sha256 / filename
 
 
+def relative_to_data_dir(path: str) -> str:
+    """The stored form of a package path: `hub/<kind>s/<sha256>/<filename>`, relative to the
+    data dir, so moving or re-pointing the data dir keeps every version runnable."""
+    parts = Path(path).parts
+    if len(parts) >= 4 and parts[-4] == "hub":
+        return "/".join(parts[-4:])
+    return path
+
+
+def locate(data_dir: Path, stored: str | None) -> Path | None:
+    """The absolute path of a stored package path (relative ones live under `data_dir`)."""
+    if not stored:
+        return None
+    path = Path(stored)
+    return path if path.is_absolute() else (data_dir / path).resolve()
+
+
 async def receive(
     chunks: AsyncIterator[bytes], target: Path, *, sha256: str, size: int | None, cap: int
 ) -> None:

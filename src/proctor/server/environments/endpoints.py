@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from proctor.server.auth.dependencies import CurrentPrincipal
@@ -13,6 +14,7 @@ from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.environments import (
     access,
     artifacts,
+    downloads,
     publishing,
     repository,
     service,
@@ -148,12 +150,40 @@ def version(
     principal: CurrentPrincipal,
     session: ReadSession,
     settings: SettingsDep,
+    request: Request,
 ) -> EnvironmentResponse:
-    """An environment at a version: `@latest`, `@<semantic version>` or `@<content hash>`."""
+    """An environment at a version: `@latest`, `@<semantic version>` or `@<content hash>`,
+    with download URLs of its wheel and source signed for this key."""
     env = access.find(session, principal, owner, name, settings)
-    return EnvironmentResponse(
-        data=shapes.to_out(session, env, env_versions.version_of(session, env, version))
+    shown = env_versions.version_of(session, env, version)
+    out = shapes.to_out(session, env, shown)
+    if shown is not None:
+        base = _api_base(request)
+        out.wheel_url = downloads.url(base, settings, principal, shown, "wheel")
+        out.package_url = downloads.url(base, settings, principal, shown, "source")
+    return EnvironmentResponse(data=out)
+
+
+@router.get(
+    "/downloads/{version_id}/{kind}/{filename}",
+    response_class=FileResponse,
+    responses=errors(403, 404),
+)
+def download(
+    version_id: Id,
+    kind: Annotated[str, Path(max_length=16)],
+    filename: Annotated[str, Path(max_length=300)],
+    session: ReadSession,
+    settings: SettingsDep,
+    expires: Annotated[int, Query(ge=0, le=2**62)],
+    key: Annotated[str, Query(max_length=64)],
+    sig: Annotated[str, Query(max_length=100)],
+) -> FileResponse:
+    """A version's wheel or source archive, by the signed URL `@version` handed out."""
+    found = downloads.check(
+        session, settings, version_id, kind, expires=expires, key_id=key, signature=sig
     )
+    return FileResponse(found.path, media_type=found.media_type, filename=found.filename)
 
 
 @router.delete("/{owner}/{name}/@{content_hash}", response_model=Done, responses=errors(403, 404))
@@ -167,7 +197,9 @@ def delete_version(
 ) -> Done:
     """Delete one version (by its content hash, 8 characters or more)."""
     env = access.find(session, principal, owner, name, settings)
-    return Done(message=env_versions.delete_version(session, principal, env, content_hash))
+    return Done(
+        message=env_versions.delete_version(session, principal, env, content_hash, settings)
+    )
 
 
 @router.delete("/{owner}/{name}", response_model=Done, responses=errors(403, 404))
@@ -180,7 +212,7 @@ def delete_environment(
 ) -> Done:
     """Delete an environment with its versions and stored packages."""
     env = access.find(session, principal, owner, name, settings)
-    return Done(message=env_versions.delete_environment(session, principal, env))
+    return Done(message=env_versions.delete_environment(session, principal, env, settings))
 
 
 @router.post(
@@ -203,10 +235,14 @@ def prepare_wheel(
     "/{env_id}/wheels/{wheel_id}/finalize", response_model=Done, responses=errors(403, 404, 409)
 )
 def finalize_wheel(
-    env_id: Id, wheel_id: Id, principal: CurrentPrincipal, session: WriteSession
+    env_id: Id,
+    wheel_id: Id,
+    principal: CurrentPrincipal,
+    session: WriteSession,
+    settings: SettingsDep,
 ) -> Done:
     """Check the uploaded wheel."""
-    return Done(message=publishing.finalize_wheel(session, principal, env_id, wheel_id))
+    return Done(message=publishing.finalize_wheel(session, principal, env_id, wheel_id, settings))
 
 
 @router.post(

@@ -122,7 +122,8 @@ def prepare_wheel(
         **body.metadata.model_dump(mode="json"),
         "runtime_hint": body.runtime_hint,
     }
-    if version.wheel_path and Path(version.wheel_path).is_file():
+    stored = artifacts.locate(settings.resolved_data_dir(), version.wheel_path)
+    if stored is not None and stored.is_file():
         return UploadSlot(wheel_id=version.id, upload_url=None)
     return UploadSlot(wheel_id=version.id, upload_url=_upload_url(base_url, version, "wheel"))
 
@@ -168,32 +169,36 @@ def upload_target(
 
 
 def record_upload(session: Session, target: UploadTarget) -> None:
-    """Note that an upload arrived whole."""
+    """Note that an upload arrived whole (its path is stored relative to the data dir)."""
     version = repository.version_by_id(session, target.version_id)
     if version is None or target.path is None:
         return
+    stored = artifacts.relative_to_data_dir(str(target.path))
     if target.kind == "wheel":
-        version.wheel_path = str(target.path)
+        version.wheel_path = stored
     else:
-        version.source_path = str(target.path)
+        version.source_path = stored
 
 
-def finalize_wheel(session: Session, principal: Principal, env_id: str, wheel_id: str) -> str:
+def finalize_wheel(
+    session: Session, principal: Principal, env_id: str, wheel_id: str, settings: Settings
+) -> str:
     """Check the uploaded wheel and read which environments it provides."""
     env = access.pushable(session, principal, env_id)
     version = _announced(session, env, wheel_id, "wheel")
     if version.status == "READY":
         return "already published"
-    if not version.wheel_path or not Path(version.wheel_path).is_file():
+    wheel = artifacts.locate(settings.resolved_data_dir(), version.wheel_path)
+    if wheel is None or not wheel.is_file():
         raise Conflict(
             "The wheel was not uploaded yet; PUT it to the upload URL, then finalize.",
             code="upload_missing",
         )
     try:
-        facts = artifacts.read_wheel(Path(version.wheel_path))
+        facts = artifacts.read_wheel(wheel)
     except InvalidInput:
         path, version.wheel_path = version.wheel_path, None
-        versions.drop_file(session, path)
+        versions.drop_file(session, path, settings)
         raise
     version.details = {
         **(version.details or {}),

@@ -140,6 +140,10 @@ class EnvironmentOut(BaseModel):
     entry_points: list[str] = Field(default_factory=list)
     """The `proctor.environments` names the version's package provides."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    wheel_url: str | None = None
+    """`@version` only: where to download the wheel (signed for the asking key, a day)."""
+    package_url: str | None = None
+    """`@version` only: where to download the source archive (gzip tar), signed likewise."""
 
 
 class EnvironmentResponse(BaseModel):

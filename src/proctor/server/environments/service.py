@@ -192,7 +192,8 @@ def _entry_point(env: Environment, version: EnvironmentVersion) -> str:
     if not names:
         raise InvalidInput(
             f"{label} provides no `proctor.environments` entry point, so proctor cannot run it; "
-            'add one under [project.entry-points."proctor.environments"] and push again.'
+            'add one to the pyproject.toml table project.entry-points."proctor.environments" '
+            "and push again."
         )
     raise InvalidInput(
         f"{label} provides several environments ({', '.join(names)}) and none is called "

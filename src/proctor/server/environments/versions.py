@@ -16,6 +16,7 @@ from proctor.server.db.base import utcnow
 from proctor.server.db.models import Environment, EnvironmentVersion
 from proctor.server.environments import access, artifacts, repository
 from proctor.server.errors import InvalidInput, NotVisible
+from proctor.server.settings import Settings
 
 
 def label(version: EnvironmentVersion) -> str:
@@ -68,20 +69,21 @@ def version_of(session: Session, env: Environment, ref: str | None) -> Environme
     )
 
 
-def drop_file(session: Session, path: str | None) -> None:
+def drop_file(session: Session, path: str | None, settings: Settings) -> None:
     """Remove a stored package unless another version still uses it (same content)."""
     session.flush()
     if path and not repository.artifact_in_use(session, path):
-        artifacts.remove(path)
+        located = artifacts.locate(settings.resolved_data_dir(), path)
+        artifacts.remove(str(located) if located else None)
 
 
-def _drop_files(session: Session, version: EnvironmentVersion) -> None:
+def _drop_files(session: Session, version: EnvironmentVersion, settings: Settings) -> None:
     for path in (version.wheel_path, version.source_path):
-        drop_file(session, path)
+        drop_file(session, path, settings)
 
 
 def delete_version(
-    session: Session, principal: Principal, env: Environment, content_hash: str
+    session: Session, principal: Principal, env: Environment, content_hash: str, settings: Settings
 ) -> str:
     """Delete the version whose content hash starts with `content_hash` (8+ characters)."""
     access.require_writable(principal, env)
@@ -97,13 +99,15 @@ def delete_version(
         raise InvalidInput(f"{content_hash!r} matches several versions; give more of the hash.")
     version = matches[0]
     session.delete(version)
-    _drop_files(session, version)
+    _drop_files(session, version, settings)
     versions = repository.versions_of(session, env.id)
     set_latest(env, versions[0] if versions else None)
     return f"Deleted version {label(version)}."
 
 
-def delete_environment(session: Session, principal: Principal, env: Environment) -> str:
+def delete_environment(
+    session: Session, principal: Principal, env: Environment, settings: Settings
+) -> str:
     """Delete an environment with all its versions and stored packages."""
     access.require_writable(principal, env)
     versions = list(
@@ -113,6 +117,6 @@ def delete_environment(session: Session, principal: Principal, env: Environment)
         session.delete(version)
     session.flush()
     for version in versions:
-        _drop_files(session, version)
+        _drop_files(session, version, settings)
     session.delete(env)
     return f"Deleted {env.owner}/{env.name}."

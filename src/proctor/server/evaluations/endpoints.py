@@ -15,6 +15,7 @@ from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
 from proctor.server.boundary import page_max
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
+from proctor.server.environments.access import hub_ref_of
 from proctor.server.errors import InvalidInput
 from proctor.server.evaluations import render, samples, service, stats
 from proctor.server.evaluations.schemas import (
@@ -114,7 +115,7 @@ def list_evaluations(
         skip=skip,
         limit=limit,
         team_id=team_id,
-        environment_name=environment_name,
+        environment_name=hub_ref_of(environment_name, settings),
         suite_id=suite_id,
         status=status,
     )

@@ -50,6 +50,7 @@ from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
+from proctor.server.environments.artifacts import locate
 from proctor.server.errors import describe_invalid
 from proctor.server.evaluations import service as evaluations
 from proctor.server.hosted import repository
@@ -324,6 +325,9 @@ class Launcher:
         prefix = None
         if package:
             # A pushed environment: its exact wheel goes into the sandbox's own venv first.
+            # Its path is stored relative to the data dir (older rows: absolute).
+            wheel = locate(self.data_dir, str(package["wheel"]))
+            package = {**package, "wheel": str(wheel)}
             venvs = self.data_dir / "hosted-venvs" if self.settings.venv_cache else box / "venv"
             writable = (venvs,) if self.settings.venv_cache else ()
             prefix = install_prefix(

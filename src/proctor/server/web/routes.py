@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from proctor.server.auth.schemas import Principal
 from proctor.server.boundary import INT64_MAX, INT64_MIN, page_max
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
+from proctor.server.environments.access import hub_ref_of
 from proctor.server.errors import BadRequest, NotVisible, ServerError, error_body
 from proctor.server.traces import service as traces
 from proctor.server.web import compare as compare_pages
@@ -271,7 +272,7 @@ def evaluations_list(
     principal = web_session.current_principal(request, session, settings)
     filters = ListFilters(
         status=_text(status),
-        environment=_text(environment),
+        environment=hub_ref_of(_text(environment), settings),
         model=_text(model),
         hosted=_flag("hosted", hosted),
     )

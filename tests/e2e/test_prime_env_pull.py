@@ -1,0 +1,173 @@
+"""The public `prime` CLI 0.18.0, unmodified, fetching what was pushed to a proctor hub:
+`prime env pull` and `prime env install` of a team's private environment (and refused to
+another team), `prime eval list --env primeintellect/...`, and errors free of rich markup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.e2e.hosted_helpers import hub_project
+from tests.e2e.test_hub import PRIME_BIN, make_key
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    plat = start_platform(tmp_path_factory.mktemp("pull-platform"))
+    yield plat
+    plat.process.stop()
+
+
+def prime(
+    platform: Platform,
+    key: str,
+    home: Path,
+    *args: str,
+    cwd: Path | None = None,
+    path_prefix: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The real `prime` CLI pointed at the platform, with its own HOME."""
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
+    env.pop("VIRTUAL_ENV", None)
+    if path_prefix is not None:
+        env["PATH"] = f"{path_prefix}{os.pathsep}{env.get('PATH', '')}"
+    env.update(
+        HOME=str(home),
+        PRIME_API_BASE_URL=platform.url,
+        PRIME_FRONTEND_URL=platform.url,
+        PRIME_API_KEY=key,
+        PRIME_DISABLE_VERSION_CHECK="1",
+        NO_PROXY="127.0.0.1,localhost",
+        COLUMNS="200",
+    )
+    return subprocess.run(
+        [PRIME_BIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
+    )
+
+
+def standalone_project(tmp_path: Path, name: str, version: str) -> Path:
+    """The example package with no dependencies, so pip installs it with no network."""
+    folder = hub_project(tmp_path, name=name, version=version)
+    text = (folder / "pyproject.toml").read_text()
+    (folder / "pyproject.toml").write_text(
+        text.replace('dependencies = ["proctor"]', "dependencies = []")
+    )
+    return folder
+
+
+def pip_shim(tmp_path: Path) -> Path:
+    """A bin dir whose `pip` installs into a fresh, empty venv (not the test's own)."""
+    target = tmp_path / "target-venv"
+    bindir = tmp_path / "shim-bin"
+    bindir.mkdir()
+    venv.create(target, with_pip=False)
+    shim = bindir / "pip"
+    shim.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -m pip --python {target / 'bin' / 'python'} "
+        '"$@" --no-index --no-deps\n'
+    )
+    shim.chmod(0o755)
+    return bindir
+
+
+def test_pull_and_install_a_team_private_environment_only_for_its_team(
+    hub: Platform, tmp_path: Path
+) -> None:
+    carol = make_key(hub, "carol", team="lab")
+    dave = make_key(hub, "dave", team="lab")
+    eve = make_key(hub, "eve", team="other-lab")
+    folder = standalone_project(tmp_path, "pull-echo", "0.3.0")
+    pushed = prime(hub, carol, tmp_path / "h-carol", "env", "push", "--team", "lab", cwd=folder)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    assert "lab/pull-echo" in pushed.stdout
+
+    # A teammate pulls the source archive (the CLI sends its key; the URL is signed for it).
+    work = tmp_path / "dave-work"
+    work.mkdir()
+    pulled = prime(hub, dave, tmp_path / "h-dave", "env", "pull", "lab/pull-echo", cwd=work)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    target = work / "pull_echo"
+    assert (target / "pyproject.toml").read_text() == (folder / "pyproject.toml").read_text()
+    assert (target / ".prime" / ".env-metadata.json").is_file()
+
+    # ... and installs the wheel: pip gets the signed wheel URL, with no credentials of its own.
+    details = hub.client(dave).get("/environmentshub/lab/pull-echo/@0.3.0").json()["data"]
+    assert details["wheel_url"].split("?")[0].endswith(".whl")
+    shim = pip_shim(tmp_path)
+    installed = prime(
+        hub,
+        dave,
+        tmp_path / "h-dave",
+        "env",
+        "install",
+        "lab/pull-echo",
+        "--with",
+        "pip",
+        cwd=work,
+        path_prefix=shim,
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    site = next((tmp_path / "target-venv").glob("lib/python*/site-packages"))
+    assert list(site.glob("pull_echo-0.3.0.dist-info")), installed.stdout
+
+    # Another team sees nothing: not the entry, not its files, not a teammate's URL.
+    refused = prime(hub, eve, tmp_path / "h-eve", "env", "pull", "lab/pull-echo", cwd=work)
+    assert refused.returncode != 0
+    assert "No environment lab/pull-echo is visible to this key" in refused.stdout + refused.stderr
+    with httpx.Client(timeout=30) as http:
+        assert http.get(details["wheel_url"]).status_code == 200  # dave's, without a header
+        forged = details["wheel_url"].replace("key=", "key=x")
+        assert http.get(forged).status_code == 403
+        assert http.get(details["package_url"].split("?")[0]).status_code in (400, 422)
+
+    # The source archive is a gzip tar of the pushed folder.
+    with httpx.Client(timeout=30) as http:
+        body = http.get(details["package_url"]).content
+    archive = tmp_path / "source.tar.gz"
+    archive.write_bytes(body)
+    with tarfile.open(archive, "r:gz") as tar:
+        assert any(name.endswith("pyproject.toml") for name in tar.getnames())
+
+
+def test_eval_list_reads_primeintellect_as_the_builtin_owner(hub: Platform, tmp_path: Path) -> None:
+    frank = make_key(hub, "frank")
+    builtin = hub.client(frank).get("/environmentshub/proctor/alphabet-sort/@latest")
+    created = hub.client(frank).post(
+        "/evaluations/",
+        json={
+            "name": "frank-sort",
+            "environments": [{"id": builtin.json()["data"]["id"]}],
+            "model_name": "demo",
+        },
+    )
+    assert created.status_code == 201, created.text
+    home = tmp_path / "h-frank"
+    for ref in ("primeintellect/alphabet-sort", "proctor/alphabet-sort"):
+        listed = prime(hub, frank, home, "eval", "list", "--env", ref, "-o", "json")
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert created.json()["evaluation_id"] in listed.stdout, (ref, listed.stdout)
+
+
+def test_errors_the_cli_prints_keep_their_bracketed_words(hub: Platform, tmp_path: Path) -> None:
+    gina = make_key(hub, "gina")
+    folder = standalone_project(tmp_path, "no-entry", "0.1.0")
+    text = (folder / "pyproject.toml").read_text()
+    head, _, _ = text.partition('[project.entry-points."proctor.environments"]')
+    (folder / "pyproject.toml").write_text(head)
+    pushed = prime(hub, gina, tmp_path / "h-gina", "env", "push", cwd=folder)
+    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+    run = prime(hub, gina, tmp_path / "h-gina", "eval", "run", "gina/no-entry", "--hosted")
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert 'project.entry-points."proctor.environments" and push again' in output, output
