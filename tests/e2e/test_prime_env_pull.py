@@ -5,6 +5,7 @@ another team), `prime eval list --env primeintellect/...`, and errors free of ri
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -171,3 +172,59 @@ def test_errors_the_cli_prints_keep_their_bracketed_words(hub: Platform, tmp_pat
     output = run.stdout + run.stderr
     assert run.returncode != 0
     assert 'project.entry-points."proctor.environments" and push again' in output, output
+
+
+def test_the_page_prime_env_push_links_shows_versions_and_evaluations(
+    hub: Platform, tmp_path: Path
+) -> None:
+    hana = make_key(hub, "hana")
+    home = tmp_path / "h-hana"
+    folder = standalone_project(tmp_path, "page-echo", "1.0.0")
+    first = prime(hub, hana, home, "env", "push", cwd=folder)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (folder / "README.md").write_text("second version\n")
+    text = (folder / "pyproject.toml").read_text().replace('"1.0.0"', '"1.1.0"')
+    (folder / "pyproject.toml").write_text(text)
+    second = prime(hub, hana, home, "env", "push", cwd=folder)
+    assert second.returncode == 0, second.stdout + second.stderr
+    link = re.search(r"View on Environments Hub:\s+(\S+)", second.stdout)
+    assert link and link.group(1) == f"{hub.url}/dashboard/environments/hana/page-echo"
+
+    api = hub.client(hana)
+    env_id = api.get("/environmentshub/hana/page-echo/@latest").json()["data"]["id"]
+    created = api.post(
+        "/evaluations/",
+        json={"name": "page-run", "environments": [{"id": env_id}], "model_name": "demo-model"},
+    ).json()["evaluation_id"]
+    samples = [{"sample_id": f"s{i}", "example_id": i, "reward": i % 2} for i in range(4)]
+    assert api.post(f"/evaluations/{created}/samples", json={"samples": samples}).is_success
+    assert api.post(f"/evaluations/{created}/finalize", json={"metrics": {}}).is_success
+    versions = api.get("/environmentshub/hana/page-echo/versions").json()["data"]["versions"]
+
+    with httpx.Client(timeout=30) as browser:
+        signed_in = browser.post(f"{hub.url}/login", data={"api_key": hana, "next": "/"})
+        cookie = {"Cookie": f"proctor_session={signed_in.cookies['proctor_session']}"}
+        hop = browser.get(link.group(1), headers=cookie)
+        assert hop.status_code == 307 and hop.headers["location"] == "/environments/hana/page-echo"
+        page = browser.get(f"{hub.url}{hop.headers['location']}", headers=cookie)
+        assert page.status_code == 200, page.text
+        html = page.text
+        for version in versions:
+            assert version["content_hash"] in html and version["wheel_sha256"] in html
+        assert "1.0.0" in html and "1.1.0" in html and "PRIVATE" in html
+        assert "page-run" in html and "demo-model" in html and "0.5" in html
+        assert "prime eval run hana/page-echo --hosted" in html
+        listing = browser.get(f"{hub.url}/environments", headers=cookie)
+        assert "hana/page-echo" in listing.text and "proctor/alphabet-sort" in listing.text
+        as_json = browser.get(
+            f"{hub.url}/environments/hana/page-echo?format=json", headers=cookie
+        ).json()
+        assert [v["version"] for v in as_json["versions"]] == ["1.1.0", "1.0.0"]
+        assert as_json["evaluations"][0]["samples"] == 4
+
+        # Someone else's private environment is a 404 page, not a leak.
+        other = make_key(hub, "ivan")
+        signed = browser.post(f"{hub.url}/login", data={"api_key": other, "next": "/"})
+        ivan = {"Cookie": f"proctor_session={signed.cookies['proctor_session']}"}
+        hidden = browser.get(f"{hub.url}/environments/hana/page-echo", headers=ivan)
+        assert hidden.status_code == 404 and "page-echo" not in hidden.text.split("<main>")[0]

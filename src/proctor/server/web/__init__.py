@@ -3,11 +3,15 @@
 Pages: `/login`, `/logout`, `/evaluations` (list), `/evaluations/{id}`,
 `/evaluations/{id}/samples`, `/evaluations/{id}/sample?id=...` (any id; also
 `/evaluations/{id}/samples/{sample_id}`), `/compare?ids=a,b`,
-`/compare/example?ids=a,b&example=N`; `POST /evaluations/{id}/cancel` for hosted runs.
+`/compare/example?ids=a,b&example=N`, `/environments`, `/environments/{owner}/{name}`;
+`POST /evaluations/{id}/cancel` for hosted runs.
 Each page answers its JSON twin with `?format=json`; live pages poll it and patch
 themselves in place.
 """
 
+from proctor.server.web.environment_pages import router as _environment_pages
 from proctor.server.web.routes import router
+
+router.include_router(_environment_pages)
 
 __all__ = ["router"]
