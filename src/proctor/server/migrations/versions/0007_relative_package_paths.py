@@ -1,7 +1,7 @@
 """package paths relative to the data dir
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-06 01:30:00
 
 The hub stored each package's path as the server saw it (`data/hub/wheels/...` when the data
@@ -19,8 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
