@@ -35,15 +35,54 @@ TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED
 CLOSED_STATUSES = frozenset({Status.FAILED, Status.CANCELLED, Status.TIMEOUT})
 # Statuses a client may set with `PUT /evaluations/{id}` (COMPLETED only comes from finalize).
 SETTABLE_STATUSES = (Status.FAILED, Status.CANCELLED)
-# Finalized or finalizing: the statuses a launcher overrules when a run proves incomplete.
-FINALIZED_STATUSES = (Status.PROCESSING, Status.COMPLETED)
 # No longer open to a run attaching to it: finalizing, finalized or failed.
 UNATTACHABLE_STATUSES = frozenset(Status) - OPEN_STATUSES
 # Taking no new samples: once finalize started the statistics are fixed (replays succeed).
-INGEST_CLOSED_STATUSES = frozenset({*FINALIZED_STATUSES, *TERMINAL_STATUSES})
-# What a run's own reopen (`--resume`, a proctor extension) may revive: its crash (RUNNING)
-# or its own closing; COMPLETED, PROCESSING and TIMEOUT stay as they are.
-REOPENABLE_STATUSES = frozenset({Status.RUNNING, Status.FAILED, Status.CANCELLED})
+INGEST_CLOSED_STATUSES = frozenset(Status) - OPEN_STATUSES
+
+
+class Event(StrEnum):
+    """Something that changes an evaluation's status; `TRANSITIONS` says from where to what."""
+
+    START = "start"
+    """A hosted sandbox started the run."""
+    FINALIZE = "finalize"
+    """The run delivered its samples (`POST .../finalize`); the statistics task follows."""
+    COMPLETE = "complete"
+    """The statistics task computed the summary."""
+    FAIL = "fail"
+    """The run failed (`PUT status=FAILED`, or its sandbox ended badly)."""
+    CANCEL = "cancel"
+    """Someone stopped the run (`PUT status=CANCELLED`, a hosted cancel)."""
+    TIME_OUT = "time_out"
+    """The hosted launcher's timeout ended the run."""
+    REOPEN = "reopen"
+    """The run itself took its evaluation back (`--resume`, a proctor extension)."""
+    OVERRULE = "overrule"
+    """The launcher found a finalized hosted run incomplete: its finalize is not trusted."""
+
+
+TRANSITIONS: dict[Event, tuple[frozenset[Status], Status]] = {
+    Event.START: (frozenset({Status.PENDING}), Status.RUNNING),
+    Event.FINALIZE: (OPEN_STATUSES, Status.PROCESSING),
+    Event.COMPLETE: (frozenset({Status.PROCESSING}), Status.COMPLETED),
+    # Once finalize is acknowledged the run is finishing: a cancel or failure racing it loses
+    # (409), so exactly one of the two is acknowledged.
+    Event.FAIL: (OPEN_STATUSES, Status.FAILED),
+    Event.CANCEL: (OPEN_STATUSES, Status.CANCELLED),
+    Event.TIME_OUT: (OPEN_STATUSES, Status.TIMEOUT),
+    Event.REOPEN: (frozenset({Status.RUNNING, Status.FAILED, Status.CANCELLED}), Status.RUNNING),
+    Event.OVERRULE: (frozenset({Status.PROCESSING, Status.COMPLETED}), Status.FAILED),
+}
+"""The one table of status changes: each event's legal from-statuses and its target. Every
+change goes through `proctor.server.evaluations.service.transition`, which applies it."""
+
+EVENT_OF_STATUS: dict[Status, Event] = {
+    Status.FAILED: Event.FAIL,
+    Status.CANCELLED: Event.CANCEL,
+    Status.TIMEOUT: Event.TIME_OUT,
+}
+"""The event that ends a run with this status (a `PUT` or a launcher's verdict)."""
 
 RunStatus = Literal["completed", "failed", "cancelled"]
 """How a client's run ended (`Run.finish(status=...)`); not a platform `Status`."""

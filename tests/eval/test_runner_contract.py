@@ -25,6 +25,7 @@ class RecordingRun:
         self.url = "http://platform.test/evaluations/ev-123"
         self.attached = False
         self.unsynced = False
+        self.refused: str | None = None
         self.traces = traces
         self.events = events
 
@@ -128,3 +129,22 @@ def test_a_crash_in_the_loop_fails_the_run(
     assert result.error == "RuntimeError: boom"
     assert events[-1] == ("finish", "failed", "RuntimeError: boom")
     assert len(read_traces(tmp_path / "out" / "r")) == 2  # what finished is kept
+
+
+def test_a_finalize_the_platform_refused_fails_the_run(
+    demo_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusal = "the platform refused to close evaluation ev-123: it is CANCELLED and closed"
+
+    def refusing_open(**kwargs: Any) -> RecordingRun:
+        run = RecordingRun(kwargs["run_dir"] / "traces.jsonl", [])
+
+        def finish(*, status: str = "completed", error: str | None = None, **_: Any) -> None:
+            run.refused = refusal  # a cancel won the race against this run's finalize
+
+        run.finish = finish  # type: ignore[method-assign]
+        return run
+
+    monkeypatch.setattr(runner_module, "open_platform_run", refusing_open)
+    result = run_eval(config(demo_model, tmp_path))
+    assert (result.status, result.exit_code, result.error) == ("failed", 1, refusal)

@@ -123,6 +123,21 @@ def test_attached_run_that_fails_leaves_the_status_to_the_launcher(
     assert len(all_samples(online, eid)) == 1
 
 
+def test_a_run_cancelled_before_its_finalize_is_refused_and_not_left_for_a_sync(
+    tmp_path: Path, online: Platform
+) -> None:
+    run = _init(tmp_path)
+    run.log_episodes([make_record(0, run_id=run.id, reward=1.0)])
+    with online.client() as http:
+        assert http.put(f"/evaluations/{run.id}", json={"status": "CANCELLED"}).is_success
+    run.finish()
+    assert run.refused is not None and f"evaluation {run.id}" in run.refused
+    record = get_evaluation(online, run.id)
+    assert record["status"] == "CANCELLED" and record["metrics"] == {}
+    state = json.loads((tmp_path / "run" / "platform" / run.id / "run.json").read_text())
+    assert state["phase"] == "finished" and state["pending_finish"] is None
+
+
 def test_no_key_gives_a_disabled_run_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

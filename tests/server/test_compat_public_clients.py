@@ -102,8 +102,11 @@ def _run_client(
     args: dict[str, Any],
     key: str | None = None,
     extra_env: dict[str, str] | None = None,
+    *,
+    refused: bool = False,
 ) -> dict[str, Any]:
-    """Run `script` in a fresh interpreter configured for `platform`; return its JSON line."""
+    """Run `script` in a fresh interpreter configured for `platform`; return its JSON line
+    (with `refused`, the script must fail: its exit code and output instead)."""
     home = tmp_path / "home"
     home.mkdir(parents=True, exist_ok=True)
     script_path = tmp_path / "client.py"
@@ -132,6 +135,9 @@ def _run_client(
         timeout=120,
         check=False,
     )
+    if refused:
+        assert done.returncode != 0, f"client succeeded:\n{done.stdout}\n{done.stderr}"
+        return {"returncode": done.returncode, "output": done.stdout + done.stderr}
     assert done.returncode == 0, f"client failed:\n{done.stdout}\n{done.stderr}"
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -679,4 +685,42 @@ def test_prime_runs_attach_to_api_created_evaluation(
         _assert_metadata_verbatim(response, launcher_metadata)
         _check_runs_samples(client, eid, specs)
         assert client.get("/evaluations/").json()["total"] == 1
+    assert _stored_rows(server, eid) == (6, 6)
+
+
+def test_a_second_prime_runs_attach_to_a_completed_evaluation_leaves_it_byte_identical(
+    server: Platform, tmp_path: Path
+) -> None:
+    """vf-eval's `--run.attach` is `prime_runs.init(id=...)`, log, `finish(summary)`: a second
+    such run on a COMPLETED evaluation is refused, exits non-zero, and changes nothing."""
+    with server.client() as client:
+        created = client.post("/evaluations/", json={"name": "done", "model_name": "m"})
+        eid = created.json()["evaluation_id"]
+    first = _run_client(
+        server,
+        tmp_path / "first",
+        PRIME_RUNS_SCRIPT,
+        {"episodes": _episodes("one"), "init": {"id": eid}},
+    )
+    assert first["errors"] == []
+    with server.client() as client:
+        _wait_completed(client, eid)
+        before = (
+            client.get(f"/evaluations/{eid}").content,
+            client.get(f"/evaluations/{eid}/samples").content,
+        )
+    second = _run_client(
+        server,
+        tmp_path / "second",
+        PRIME_RUNS_SCRIPT,
+        {"episodes": _episodes("two"), "init": {"id": eid}},
+        refused=True,
+    )
+    assert second["returncode"] != 0
+    with server.client() as client:
+        after = (
+            client.get(f"/evaluations/{eid}").content,
+            client.get(f"/evaluations/{eid}/samples").content,
+        )
+    assert after == before
     assert _stored_rows(server, eid) == (6, 6)

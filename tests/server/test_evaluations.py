@@ -125,9 +125,13 @@ def test_put_status_failed_then_terminal_changes_answer_409(api: Api) -> None:
     again = api.put(f"/evaluations/{evaluation_id}", json={"status": "CANCELLED"})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "evaluation_closed"
-    # A metrics-only PUT on a closed run is still accepted (clients send it separately).
-    assert api.put(f"/evaluations/{evaluation_id}", json={"metrics": {"a": 1}}).status_code == 200
-    assert api.get(f"/evaluations/{evaluation_id}").json()["status"] == "FAILED"
+    # Closed means closed: its metrics are part of its result.
+    refused = api.put(f"/evaluations/{evaluation_id}", json={"metrics": {"a": 1}})
+    assert refused.status_code == 409 and "metrics" in refused.json()["error"]["message"]
+    # A client retrying its own PUT (same values) succeeds and changes nothing.
+    same = {"status": "FAILED", "error_message": long_message}
+    assert api.put(f"/evaluations/{evaluation_id}", json=same).status_code == 200
+    assert api.get(f"/evaluations/{evaluation_id}").json() == record
 
 
 def test_put_status_completed_or_unknown_is_refused_with_422(api: Api) -> None:

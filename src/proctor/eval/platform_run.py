@@ -41,6 +41,8 @@ class PlatformRun(Protocol):
     attached: bool
     unsynced: bool
     """After finish: the platform does not hold the whole run yet (see `sync_command`)."""
+    refused: str | None
+    """After finish: why the platform refused to close the run (closed there first)."""
 
     def sync_command(self) -> str:
         """The command that finishes the upload of this run."""
@@ -70,6 +72,7 @@ class LocalRun:
         self.url: str | None = None
         self.attached = False
         self.unsynced = False
+        self.refused: str | None = None
 
     def sync_command(self) -> str:
         """Nothing to sync: a local run is whole in its directory."""

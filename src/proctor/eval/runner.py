@@ -340,6 +340,10 @@ class _Run:
                 logger.error("run %s failed: %s", config.run.name, error)
             try:
                 platform_run.finish(status=status, error=error)
+                if status == "completed" and platform_run.refused:
+                    # Closed on the platform first (a cancel won): this run did not finalize.
+                    status, error = "failed", platform_run.refused
+                    logger.error("run %s failed: %s", config.run.name, error)
             finally:
                 logger.info("run %s %s", config.run.name, status)
                 if log_handler is not None:

@@ -173,6 +173,8 @@ def close_evaluation(
     """Write the summary and close the evaluation as the rules say; return what was done.
 
     Raises:
+        APIError: 409 `evaluation_closed`: the platform closed it first (a cancel won the
+            race, or it was finalized with other content); nothing a sync can change.
         PlatformError: a call was refused, or failed until `deadline`.
     """
     path = f"/evaluations/{evaluation_id}"
@@ -181,16 +183,11 @@ def close_evaluation(
         update = {"metadata": dict(metadata or {}), **update}
     client.call_until("PUT", path, json_body=update, deadline=deadline)
     if status == "completed":
-        try:
-            client.call_until(
-                "POST", f"{path}/finalize", json_body={"metrics": dict(summary)}, deadline=deadline
-            )
-        except APIError as e:
-            if e.status_code != 409:
-                raise
-            # Closed (FAILED/CANCELLED/TIMEOUT) by its launcher meanwhile: its call, not ours.
-            log.warning("evaluation %s was closed by someone else before finalize", evaluation_id)
-            return "already closed by someone else; not finalized"
+        # A 409 (closed: cancelled meanwhile, or finalized with other metrics) propagates: the
+        # run did not finalize, and its caller says so and exits non-zero.
+        client.call_until(
+            "POST", f"{path}/finalize", json_body={"metrics": dict(summary)}, deadline=deadline
+        )
         return "finalized"
     if attached:
         return "summary written; status left to the launcher"

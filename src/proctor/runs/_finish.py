@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from proctor.errors import PlatformError
+from proctor.errors import APIError, PlatformError
 from proctor.runs._client import PlatformClient
 from proctor.runs._evaluations import close_evaluation
 from proctor.runs._state import PendingFinish, RunState, RunStatus
@@ -32,6 +32,8 @@ def settle(
     """Close the evaluation as asked; on success the state says `finished`.
 
     Raises:
+        APIError: 409: the evaluation was closed on the platform first (the state says
+            `finished`: a replay would be refused again).
         PlatformError: the platform refused or stayed unreachable until `deadline`; the
             state then says `finish_pending` with this finish to replay.
     """
@@ -46,6 +48,13 @@ def settle(
             metadata=state.config,
             deadline=deadline,
         )
+    except APIError as e:
+        if e.status_code == 409:
+            # Closed on the platform first: nothing is left for a sync to send.
+            state.phase, state.final_status, state.pending_finish = "finished", "refused", None
+        else:
+            leave_pending(state, status=status, error=error, summary=summary)
+        raise
     except PlatformError:
         leave_pending(state, status=status, error=error, summary=summary)
         raise

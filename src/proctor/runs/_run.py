@@ -82,6 +82,9 @@ class Run:
         self.unsynced = False
         """True after `finish()` when the platform does not hold the whole run yet (closed
         or not): `sync_command()` finishes it."""
+        self.refused: str | None = None
+        """After `finish()`: why the platform refused to close the run (it was closed first,
+        e.g. a cancel won the race against the finalize)."""
         self._client = client
         self._state = state
         self._acc = SummaryAccumulator()
@@ -244,17 +247,24 @@ class Run:
                     deadline=max(deadline, time.monotonic() + MIN_CLOSE_S),
                 )
                 return True
+            except APIError as e:
+                if e.status_code != 409:
+                    self._problem(f"could not close evaluation {self.id} ({e})")
+                    return False
+                self.refused = f"the platform refused to close evaluation {self.id}: {e}"
+                self._problem(self.refused, sync=False)
+                return True
             except PlatformError as e:
                 self._problem(f"could not close evaluation {self.id} ({e})")
                 return False
         if isinstance(uploader.fatal, APIError) and uploader.fatal.status_code == 409:
             # The evaluation was closed on the platform (e.g. its launcher cancelled it):
             # nothing can send these samples any more, so do not suggest a sync.
-            self._problem(
+            self.refused = (
                 f"evaluation {self.id} was closed on the platform; "
-                f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}",
-                sync=False,
+                f"{uploader.counters().pending} sample(s) stay unsent in {self.directory}"
             )
+            self._problem(self.refused, sync=False)
             state.phase, state.final_status = "finished", "closed elsewhere"
             return True
         reason = uploader.fatal or uploader.last_error or f"not sent within {wait:g}s"

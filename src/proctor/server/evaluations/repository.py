@@ -23,10 +23,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from proctor.contract import TERMINAL_STATUSES
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Environment, Evaluation, Sample
 
@@ -63,18 +63,13 @@ def update_status(
     evaluation_id: str,
     values: dict[str, object],
     *,
-    only_from: Collection[str] | None = None,
+    only_from: Collection[str],
 ) -> bool:
     """One conditional UPDATE of a status change (`service.transition` builds `values`):
-    only from `only_from`, by default from any status that is not terminal."""
-    allowed = (
-        Evaluation.status.in_(sorted(only_from))
-        if only_from is not None
-        else Evaluation.status.not_in(sorted(TERMINAL_STATUSES))
-    )
+    only from `only_from`; returns whether the row changed."""
     result = session.execute(
         update(Evaluation)
-        .where(Evaluation.id == evaluation_id, allowed)
+        .where(Evaluation.id == evaluation_id, Evaluation.status.in_(sorted(only_from)))
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -96,9 +91,26 @@ def get(session: Session, evaluation_id: str, *, for_update: bool = False) -> Ev
 
 
 def add(session: Session, evaluation: Evaluation) -> Evaluation:
-    """Insert an evaluation."""
-    session.add(evaluation)
-    session.flush()
+    """Insert an evaluation.
+
+    One created with an Idempotency-Key (`create_key`) is inserted at most once per user:
+    when a concurrent request with the same key committed first (the unique constraint
+    refuses this row, on PostgreSQL after waiting for that commit), that evaluation is
+    returned instead, so every such request answers the same.
+    """
+    if evaluation.create_key is None:
+        session.add(evaluation)
+        session.flush()
+        return evaluation
+    try:
+        with session.begin_nested():
+            session.add(evaluation)
+            session.flush()
+    except IntegrityError:
+        earlier = find_created(session, evaluation.user_id, evaluation.create_key)
+        if earlier is None:
+            raise
+        return earlier
     return evaluation
 
 

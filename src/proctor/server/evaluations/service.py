@@ -3,8 +3,10 @@
 A key sees its user's evaluations, those of its user's teams and public ones (admins see
 all); anything else answers 404 without telling whether it exists. A key scoped to one
 evaluation may reach only that one (403 `scope_denied` elsewhere). `COMPLETED` only comes
-from finalize; `PUT` may set `FAILED` or `CANCELLED`; any status change on a terminal run
-answers 409.
+from finalize; `PUT` may set `FAILED` or `CANCELLED`. Status changes follow the one table,
+`proctor.contract.TRANSITIONS`, applied by `transition`. Closed means closed: once a run is
+finalized or ended, its samples, statistics, metrics and timestamps never change (409
+`evaluation_closed`); only name, description and tags stay editable.
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func
 from sqlalchemy.orm import Session
 
 from proctor.contract import (
-    CLOSED_STATUSES,
     ERROR_MESSAGE_MAX,
-    REOPENABLE_STATUSES,
+    EVENT_OF_STATUS,
+    OPEN_STATUSES,
     SETTABLE_STATUSES,
     TERMINAL_STATUSES,
+    TRANSITIONS,
+    Event,
     Status,
 )
 from proctor.server.auth.schemas import Principal
@@ -42,47 +46,42 @@ logger = logging.getLogger(__name__)
 def transition(
     session: Session,
     evaluation: Evaluation | str,
-    status: str,
+    event: Event,
     *,
     now: datetime | None = None,
     error_message: str | None = None,
-    only_from: Collection[str] | None = None,
-    reopen: bool = False,
 ) -> bool:
-    """Change an evaluation's status: the one place any status changes (PUT, finalize, a reopen,
-    the statistics task, a cancel, the launcher).
+    """Apply one event of `proctor.contract.TRANSITIONS`: the one place any status changes
+    (PUT, finalize, a reopen, the statistics task, a cancel, the launcher).
 
-    Every change writes the same: `status` and `updated_at`, `started_at` on RUNNING,
-    `completed_at` on a terminal status, and `error_message` (capped) when given. It happens
-    only from `only_from`, by default from any status that is not terminal; returns whether
-    it happened. A loaded `Evaluation` (locked by the caller) changes in place; an id changes
-    with one conditional UPDATE, without loading the row (the launcher's way).
+    The change is one conditional UPDATE (`... WHERE status IN <the event's from-statuses>`),
+    so of two racing events exactly one wins on either database; returns whether this one
+    did. Every change writes the same: `status` and `updated_at`, `started_at` on START,
+    `completed_at` on reaching a terminal status (kept when already set), and
+    `error_message` (capped) when given. A loaded `Evaluation` is updated in place too.
 
-    A `reopen` (a resumed run taking its evaluation back) clears `completed_at` and
+    A REOPEN (a resumed run taking its evaluation back) clears `completed_at` and
     `error_message`, keeps `started_at` and counts one more attempt.
     """
+    allowed, target = TRANSITIONS[event]
+    row = evaluation if isinstance(evaluation, Evaluation) else None
+    evaluation_id = evaluation.id if isinstance(evaluation, Evaluation) else evaluation
+    if row is not None and row.status not in allowed:
+        return False
     now = now or utcnow()
-    values: dict[str, object] = {"status": str(status), "updated_at": now}
-    if reopen:
-        attempts = (
-            evaluation.attempts + 1
-            if isinstance(evaluation, Evaluation)
-            else Evaluation.attempts + 1
-        )
-        values.update(completed_at=None, error_message=None, attempts=attempts)
-    elif status == Status.RUNNING:
+    values: dict[str, Any] = {"status": str(target), "updated_at": now}
+    if event == Event.REOPEN:
+        values.update(completed_at=None, error_message=None, attempts=Evaluation.attempts + 1)
+    elif event == Event.START:
         values["started_at"] = now
-    if status in TERMINAL_STATUSES:
-        values["completed_at"] = now
+    if target in TERMINAL_STATUSES:
+        values["completed_at"] = func.coalesce(Evaluation.completed_at, now)
     if error_message is not None:
         values["error_message"] = _cap(error_message)
-    if not isinstance(evaluation, Evaluation):
-        return repository.update_status(session, evaluation, values, only_from=only_from)
-    current = evaluation.status
-    if (current not in only_from) if only_from is not None else (current in TERMINAL_STATUSES):
+    if not repository.update_status(session, evaluation_id, values, only_from=allowed):
         return False
-    for name, value in values.items():
-        setattr(evaluation, name, value)
+    if row is not None:
+        session.refresh(row, attribute_names=sorted(values))
     return True
 
 
@@ -190,7 +189,7 @@ def create_evaluation(
         create_key=create_key,
         **_environment_fields(session, [ref.model_dump() for ref in payload.environments]),
     )
-    repository.add(session, evaluation)
+    evaluation = repository.add(session, evaluation)
     logger.info("created evaluation %s (%s)", evaluation.id, evaluation.name)
     return evaluation
 
@@ -239,9 +238,13 @@ def update_evaluation(
 ) -> Evaluation:
     """Apply a partial update; `metadata`/`metrics` replace whole documents.
 
+    Closed means closed: once the run left RUNNING (finalized, failed, cancelled, timed out)
+    only name, description and tags change; a value equal to the stored one is no change.
+
     Raises:
         InvalidInput: `status` is not FAILED or CANCELLED, or a non-nullable field is null.
-        Conflict: `status` was sent for a run that is already terminal.
+        Conflict: The run is closed and the update would change its result or status, or a
+            finalize won the race against this status change (`evaluation_closed`).
     """
     fields = payload.model_fields_set
     if "status" in fields:
@@ -260,12 +263,13 @@ def update_evaluation(
     if "name" in fields and payload.name is None:
         raise InvalidInput("name may not be null; send a non-empty name or leave it out.")
     evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
-    if "status" in fields and evaluation.status in TERMINAL_STATUSES:
-        raise Conflict(
-            f"Evaluation {evaluation_id} is already {evaluation.status}; its status cannot change.",
-            code="evaluation_closed",
-        )
+    if evaluation.status not in OPEN_STATUSES:
+        _refuse_closed_changes(evaluation, payload, fields)
     now = utcnow()
+    if "status" in fields and payload.status is not None and payload.status != evaluation.status:
+        event = EVENT_OF_STATUS[Status(payload.status)]
+        if not transition(session, evaluation, event, now=now):
+            raise _closed(evaluation, "status")
     for name in ("name", "description", "model_name", "dataset", "framework", "task_type"):
         if name in fields:
             setattr(evaluation, name, getattr(payload, name))
@@ -280,10 +284,50 @@ def update_evaluation(
         evaluation.metrics = payload.metrics or {}
     if "error_message" in fields:
         evaluation.error_message = _cap(payload.error_message)
-    if "status" in fields and payload.status is not None:
-        transition(session, evaluation, payload.status, now=now)
-    evaluation.updated_at = now
+    if session.is_modified(evaluation):  # a PUT of the stored values changes nothing
+        evaluation.updated_at = now
     return evaluation
+
+
+# What a closed evaluation keeps editable; every other field is part of its result.
+_EDITABLE_WHEN_CLOSED = frozenset({"name", "description", "tags"})
+
+
+def _closed(evaluation: Evaluation, refused: str) -> Conflict:
+    return Conflict(
+        f"Evaluation {evaluation.id} is {evaluation.status} and closed: its {refused} cannot "
+        "change (only name, description and tags can); start a new run instead.",
+        code="evaluation_closed",
+    )
+
+
+def _refuse_closed_changes(
+    evaluation: Evaluation, payload: UpdateEvaluation, fields: set[str]
+) -> None:
+    """Refuse (409) a PUT that would change a closed evaluation's result; values equal to the
+    stored ones are no change (a client retrying its own PUT succeeds)."""
+    stored: dict[str, Any] = {
+        "status": evaluation.status,
+        "model_name": evaluation.model_name,
+        "dataset": evaluation.dataset,
+        "framework": evaluation.framework,
+        "task_type": evaluation.task_type,
+        "metrics": evaluation.metrics or {},
+        "metadata": json.loads(evaluation.metadata_raw or "{}"),
+        "error_message": evaluation.error_message,
+    }
+    sent: dict[str, Any] = {
+        "metrics": payload.metrics or {},
+        "metadata": payload.metadata or {},
+        "error_message": _cap(payload.error_message),
+    }
+    changed = [
+        name
+        for name in sorted(fields - _EDITABLE_WHEN_CLOSED)
+        if name in stored and sent.get(name, getattr(payload, name, None)) != stored[name]
+    ]
+    if changed:
+        raise _closed(evaluation, ", ".join(changed))
 
 
 def _cap(message: str | None) -> str | None:
@@ -296,22 +340,28 @@ def finalize(
 ) -> Evaluation:
     """Move the run to PROCESSING (the statistics task then completes it).
 
-    Finalizing a PROCESSING or COMPLETED run again succeeds; non-empty `metrics` replace the
-    stored document (an empty one keeps it, since clients send `{}` when they have none).
+    Finalizing a PROCESSING or COMPLETED run again with the same content (no metrics, `{}`,
+    or the stored ones) succeeds and changes nothing: `finalized_at` stays. Closed means
+    closed: other metrics are refused, as is any finalize of a FAILED, CANCELLED or TIMEOUT
+    run, or of one a cancel won the race against.
 
     Raises:
-        Conflict: The run is FAILED, CANCELLED or TIMEOUT.
+        Conflict: The run is closed (`evaluation_closed`).
     """
     evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
-    if evaluation.status in CLOSED_STATUSES:
+    if evaluation.status in (Status.PROCESSING, Status.COMPLETED):
+        if metrics and metrics != (evaluation.metrics or {}):
+            raise _closed(evaluation, "metrics")
+        return evaluation
+    now = utcnow()
+    if not transition(session, evaluation, Event.FINALIZE, now=now):
         raise Conflict(
-            f"Evaluation {evaluation_id} is {evaluation.status} and cannot be finalized.",
+            f"Evaluation {evaluation_id} is {evaluation.status} and cannot be finalized; "
+            "its samples stay as they are.",
             code="evaluation_closed",
         )
-    now = utcnow()
     if metrics:
         evaluation.metrics = metrics
-    transition(session, evaluation, Status.PROCESSING, now=now)  # a COMPLETED run stays so
     evaluation.finalized_at = now
     evaluation.updated_at = now
     return evaluation
@@ -320,9 +370,9 @@ def finalize(
 def reopen(session: Session, principal: Principal, evaluation_id: str) -> Evaluation:
     """A resumed run takes its evaluation back: RUNNING again, one more attempt (extension).
 
-    Only the run's own closings are undone: RUNNING (its process crashed), FAILED or
-    CANCELLED. A COMPLETED, PROCESSING or TIMEOUT evaluation, and any a launcher owns, stays
-    as it is.
+    Only the run's own closings are undone (`Event.REOPEN`): RUNNING (its process crashed),
+    FAILED or CANCELLED. A COMPLETED, PROCESSING or TIMEOUT evaluation, and any a launcher
+    owns, stays as it is.
 
     Raises:
         Conflict: The evaluation cannot be reopened.
@@ -334,13 +384,13 @@ def reopen(session: Session, principal: Principal, evaluation_id: str) -> Evalua
             "Start a new run instead.",
             code="evaluation_closed",
         )
-    if evaluation.status not in REOPENABLE_STATUSES:
+    status = evaluation.status
+    if not transition(session, evaluation, Event.REOPEN):
         raise Conflict(
-            f"Evaluation {evaluation_id} is {evaluation.status} and cannot be reopened; "
+            f"Evaluation {evaluation_id} is {status} and cannot be reopened; "
             "start a new run instead.",
             code="evaluation_closed",
         )
-    transition(session, evaluation, Status.RUNNING, only_from=REOPENABLE_STATUSES, reopen=True)
     logger.info("evaluation %s reopened (attempt %d)", evaluation_id, evaluation.attempts)
     return evaluation
 
@@ -358,7 +408,7 @@ def complete_statistics(db: Database, evaluation_id: str) -> bool:
         mean = evaluation.reward_sum / evaluation.reward_count if evaluation.reward_count else None
         # Rewards near the float limit overflow their sum: no mean rather than an infinite one.
         evaluation.avg_score = mean if mean is not None and math.isfinite(mean) else None
-        transition(session, evaluation, Status.COMPLETED, only_from=(Status.PROCESSING,))
+        transition(session, evaluation, Event.COMPLETE)
     logger.info("evaluation %s completed", evaluation_id)
     # Compute the statistics of the finished run now, so no reader waits for them.
     try:

@@ -35,7 +35,7 @@ from typing import Literal
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from proctor.contract import CLOSED_STATUSES, FINALIZED_STATUSES, OPEN_STATUSES, Status
+from proctor.contract import CLOSED_STATUSES, EVENT_OF_STATUS, OPEN_STATUSES, Event, Status
 from proctor.errors import ConfigError, ProctorError
 from proctor.hosted.command import (
     HostedEvalConfig,
@@ -59,7 +59,6 @@ from proctor.server.hosted.settings import LauncherSettings
 logger = logging.getLogger(__name__)
 
 _ERROR_TAIL_BYTES = 2000
-_NOT_STARTED = (Status.PENDING,)  # a sandbox starting makes only a PENDING run RUNNING
 
 
 def _check_runnable(config: HostedEvalConfig, stored: dict[str, object]) -> None:
@@ -220,13 +219,7 @@ class Launcher:
                 handle = SandboxHandle.from_token(
                     self.backend.name, hosted.sandbox_handle, log_path=hosted.log_path
                 )
-                evaluations.transition(
-                    session,
-                    hosted.evaluation_id,
-                    Status.RUNNING,
-                    now=now,
-                    only_from=_NOT_STARTED,
-                )
+                evaluations.transition(session, hosted.evaluation_id, Event.START, now=now)
                 logger.info(
                     "launcher %s adopts the sandbox of %s", self.launcher_id, hosted.evaluation_id
                 )
@@ -379,9 +372,7 @@ class Launcher:
             hosted.log_path = handle.log_path
             hosted.started_at = now
             hosted.heartbeat_at = now
-            evaluations.transition(
-                session, evaluation_id, Status.RUNNING, now=now, only_from=_NOT_STARTED
-            )
+            evaluations.transition(session, evaluation_id, Event.START, now=now)
         self._watched[evaluation_id] = _Watched(
             evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
         )
@@ -474,16 +465,15 @@ class Launcher:
         if overrule_finalized:
             # An incomplete run that finalized anyway: its PROCESSING/COMPLETED is not trusted.
             evaluations.transition(
-                session,
-                hosted.evaluation_id,
-                Status.FAILED,
-                now=now,
-                error_message=error,
-                only_from=FINALIZED_STATUSES,
+                session, hosted.evaluation_id, Event.OVERRULE, now=now, error_message=error
             )
         elif status is not None:
             evaluations.transition(
-                session, hosted.evaluation_id, status, now=now, error_message=error
+                session,
+                hosted.evaluation_id,
+                EVENT_OF_STATUS[Status(status)],
+                now=now,
+                error_message=error,
             )
         hosted.ended_at = now
         repository.drop_secrets(session, hosted.evaluation_id)

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from proctor.contract import TERMINAL_STATUSES, Status
+from proctor.contract import TERMINAL_STATUSES, Event
 from proctor.errors import ConfigError
 from proctor.eval.config import default_run_name
 from proctor.hosted.backends import create_backend
@@ -189,9 +189,13 @@ def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
             "there is nothing to cancel."
         )
     now = utcnow()
-    evaluations.transition(
-        session, evaluation_id, Status.CANCELLED, now=now, error_message="cancelled by the user"
-    )
+    if not evaluations.transition(
+        session, evaluation, Event.CANCEL, now=now, error_message="cancelled by the user"
+    ):
+        raise Conflict(
+            f"Evaluation {evaluation_id} is already {evaluation.status}; its run finalized "
+            "first, so there is nothing to cancel."
+        )
     hosted.cancel_requested = True
     if hosted.launcher_id is None:
         # No launcher holds it yet, so none will stop it: close it here.
