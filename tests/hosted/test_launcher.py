@@ -10,6 +10,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,27 @@ def test_timeout_kills_the_sandbox(db: Database, tmp_path: Path) -> None:
     evaluation, hosted = _record(db, evaluation_id)
     assert "timed out" in (evaluation.error_message or "")
     assert not _group_alive(hosted.pid)
+
+
+@pytest.mark.parametrize("step_hours", [2, -2])
+def test_a_wall_clock_step_neither_ends_a_run_early_nor_keeps_it_past_its_time(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step_hours: int
+) -> None:
+    from proctor.server.hosted import launcher as launcher_module
+
+    real = launcher_module.utcnow
+    patient = _create(db, timeout_minutes=30)
+    hasty = _create(db, timeout_minutes=0.01)  # 0.6 s
+    launcher = _launcher(db, tmp_path, "sleep 3; exit 1")
+    _tick_until(launcher, lambda: _status(db, patient) != "PENDING")
+    # The server's clock jumps (NTP, a VM resumed): the timeouts keep to the real time.
+    monkeypatch.setattr(launcher_module, "utcnow", lambda: real() + timedelta(hours=step_hours))
+    _tick_until(launcher, lambda: _status(db, patient) not in ("PENDING", "RUNNING"))
+    evaluation, _ = _record(db, patient)
+    assert evaluation.status == "FAILED"
+    assert "exited with code 1" in (evaluation.error_message or "")
+    _tick_until(launcher, lambda: _status(db, hasty) not in ("PENDING", "RUNNING"))
+    assert _status(db, hasty) == "TIMEOUT"
 
 
 def test_terminal_status_set_by_the_run_is_kept(db: Database, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
@@ -88,6 +88,15 @@ class _Watched:
     started_at: datetime
     timeout_minutes: float | None
     expected_samples: int | None
+    started_mono: float = field(default_factory=time.monotonic)
+    """When it started on the monotonic clock: the timeout is measured on it, so a step of
+    the server's wall clock neither ends a run early nor keeps it past its time."""
+
+    def timed_out(self) -> bool:
+        """Whether its `timeout_minutes` have passed (monotonic clock)."""
+        if self.timeout_minutes is None:
+            return False
+        return time.monotonic() - self.started_mono >= self.timeout_minutes * 60
 
 
 class Launcher:
@@ -229,6 +238,9 @@ class Launcher:
                     as_utc(hosted.started_at) or now,
                     hosted.timeout_minutes,
                     hosted.expected_samples,
+                    # Adopted from a launcher that stopped: what it ran before is known only
+                    # from the wall clock, once; from now on the monotonic clock counts.
+                    started_mono=time.monotonic() - _ran_for(hosted.started_at, now),
                 )
 
     def _box(self, evaluation_id: str) -> Path:
@@ -382,7 +394,6 @@ class Launcher:
     def _watch_all(self, records: dict[str, tuple[str, bool]]) -> None:
         """Poll every watched sandbox; stop the cancelled and timed-out ones side by side."""
         to_stop: list[tuple[_Watched, Literal["gone", "cancelled", "timed_out"]]] = []
-        now = utcnow()
         for watched in list(self._watched.values()):
             record = records.get(watched.evaluation_id)
             if record is None:
@@ -393,9 +404,7 @@ class Launcher:
                 logger.info("stopping the sandbox of %s (%s)", watched.evaluation_id, status)
                 to_stop.append((watched, "cancelled"))
                 continue
-            if watched.timeout_minutes is not None and now >= watched.started_at + timedelta(
-                minutes=watched.timeout_minutes
-            ):
+            if watched.timed_out():
                 logger.info("the sandbox of %s timed out", watched.evaluation_id)
                 to_stop.append((watched, "timed_out"))
                 continue
@@ -478,6 +487,12 @@ class Launcher:
         hosted.ended_at = now
         repository.drop_secrets(session, hosted.evaluation_id)
         repository.revoke_scoped_keys(session, hosted.evaluation_id, now)
+
+
+def _ran_for(started_at: datetime | None, now: datetime) -> float:
+    """Seconds since `started_at` by the wall clock, never negative (a clock stepped back)."""
+    started = as_utc(started_at)
+    return max(0.0, (now - started).total_seconds()) if started is not None else 0.0
 
 
 @dataclass(frozen=True)
