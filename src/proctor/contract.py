@@ -35,6 +35,8 @@ TERMINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED
 CLOSED_STATUSES = frozenset({Status.FAILED, Status.CANCELLED, Status.TIMEOUT})
 # Statuses a client may set with `PUT /evaluations/{id}` (COMPLETED only comes from finalize).
 SETTABLE_STATUSES = (Status.FAILED, Status.CANCELLED)
+# Finalized or finalizing: what a finalize reached (the statistics task then completes it).
+FINALIZED_STATUSES = (Status.PROCESSING, Status.COMPLETED)
 # No longer open to a run attaching to it: finalizing, finalized or failed.
 UNATTACHABLE_STATUSES = frozenset(Status) - OPEN_STATUSES
 # Taking no new samples: once finalize started the statistics are fixed (replays succeed).
