@@ -170,3 +170,21 @@ def test_verifiers_alphabet_sort_sorts_camel_case_names_across_turns() -> None:
         "</combined_alphabetical_sorted>"
     )
     assert any(expected_first in a and expected_second in b for a, b in best)
+
+
+def test_proposer_solver_proposes_a_checked_problem_its_solvers_mostly_solve() -> None:
+    propose = (
+        "Invent ONE self-contained, genuinely hard algebra word problem whose final answer is a "
+        "single integer. Use your tools: ... Your FINAL reply must end with exactly one JSON "
+        'object on its own line: {"problem": "<problem text>", "answer": <integer>}'
+    )
+    solved = 0
+    for seed in range(20):
+        reply = respond(_user(propose), None, random.Random(seed))[0]["content"]
+        contract = json.loads(reply.splitlines()[-1])
+        assert isinstance(contract["answer"], int)
+        assert solve_word_problem(contract["problem"]) == contract["answer"]
+        solver = _user(f"{contract['problem']}\n\nEnd your reply with just the final integer.")
+        answer = respond(solver, None, random.Random(seed + 100))[0]["content"]
+        solved += answer.splitlines()[-1] == str(contract["answer"])
+    assert 8 <= solved < 20

@@ -4,8 +4,9 @@ A policy recognises its environment from the conversation (the task prompt's wor
 tags), answers mostly right, and makes seeded mistakes so rewards vary. Besides proctor's
 built-ins it recognises some of verifiers' example environments, as `vf-eval` and the
 verifiers driver run them: glossary and scratchpad (call the tool the prompt names, then
-answer from its result), reverse_text (the instruction in the system prompt) and
-alphabet_sort (camel-case names, follow-ups that list the new names). Everything is a
+answer from its result), reverse_text (the instruction in the system prompt),
+alphabet_sort (camel-case names, follow-ups that list the new names) and proposer_solver
+(proposes one of arithmetic's word problems in its JSON contract, then solves it). Everything is a
 pure function of the conversation and a `random.Random`, so the server can make replies
 reproducible by seeding that generator from the request.
 """
@@ -165,6 +166,31 @@ def _named_tool_task(
         return _say(f"<answer>{guess}</answer>" if lookup else guess)
     arguments = {"name": found["name"]} if lookup else {found["arg"]: found["value"]}
     return _tool_call(name, arguments, rng)
+
+
+# proposer_solver: the proposer's seat ends with a JSON contract; the solvers' prompt is the
+# proposed problem with this suffix.
+_PROPOSE = "word problem whose final answer is a single integer"
+_SOLVE_SUFFIX = "End your reply with just the final integer."
+_PROPOSER_NAMES = ("Ada", "Ben", "Cleo", "Dev", "Eve", "Finn")
+
+
+def _propose(rng: random.Random) -> Reply:
+    """An arithmetic word problem and its answer, as proposer_solver's JSON contract."""
+    template = rng.choice(arithmetic.TEMPLATES)
+    values = template.make(rng)
+    problem = template.text.format(name=rng.choice(_PROPOSER_NAMES), **values)
+    contract = json.dumps({"problem": problem, "answer": template.solve(values)})
+    return _say(f"I built the problem from small numbers and checked the answer.\n{contract}")
+
+
+def _solve_to_integer(prompt: str, rng: random.Random) -> Reply | None:
+    answer = solve_word_problem(prompt)
+    if answer is None:
+        return None
+    if rng.random() >= 0.7:
+        answer += rng.choice([-2, -1, 1, 2])
+    return _say(f"Working it through, the answer is:\n{answer}")
 
 
 # --- arithmetic ----------------------------------------------------------------------------
@@ -343,6 +369,10 @@ def respond(
         reply = _reverse_text("\n\n" + prompt, rng)  # the whole user message is the text
     elif _LOOK_UP.search(prompt) or _CALL_WITH.search(prompt):
         reply = _named_tool_task(messages, prompt, tools, rng)
+    elif _PROPOSE in prompt and '"problem"' in prompt:
+        reply = _propose(rng)
+    elif prompt.rstrip().endswith(_SOLVE_SUFFIX):
+        reply = _solve_to_integer(prompt, rng)
     elif "[Reference answer]" in prompt and "GRADE: C" in prompt:
         reply = _judge(prompt)
     elif prompt.endswith(math_problems.INSTRUCTION):
