@@ -104,7 +104,8 @@ def test_prime_evals_hosted_run_and_cancel(
     plat: Platform, demo_model: str, slow_model: str, tmp_path: Path
 ) -> None:
     client = plat.client()
-    env_id = client.post("/environmentshub/resolve", json={"name": "alphabet-sort"}).json()
+    body = {"name": "alphabet-sort", "framework": "proctor"}
+    env_id = client.post("/environmentshub/resolve", json=body).json()
     out = _run(
         plat,
         tmp_path,

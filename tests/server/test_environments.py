@@ -111,9 +111,11 @@ def test_installed_environments_are_on_the_hub_for_every_user(api: Api) -> None:
         assert data["owner"] == {"name": "proctor", "type": "platform"}
         assert data["latest_version"]["semantic_version"] == "0.1.0"
         assert len(data["latest_version"]["content_hash"]) == 64
-    # A bare name resolves to the installed one for anyone, without creating an entry.
+    # A bare name resolves to the installed one for anyone who ran proctor's, without
+    # creating an entry (any other caller gets its own: tests/server/test_names.py).
     for key in (newcomer, api.key("other")):
-        resolved = api.post("/environmentshub/resolve", key, json={"name": "alphabet-sort"})
+        body = {"name": "alphabet-sort", "framework": "proctor"}
+        resolved = api.post("/environmentshub/resolve", key, json=body)
         assert resolved.json()["data"]["id"] == row["id"]
         assert resolved.json()["data"]["created"] is False
     assert api.get("/environmentshub/newcomer/alphabet-sort/@latest", newcomer).status_code == 404
@@ -310,7 +312,7 @@ def test_private_environments_are_invisible_to_other_teams(api: Api) -> None:
 
 def test_names_of_others_and_of_the_platform_are_refused(api: Api) -> None:
     bob = api.key("bob")
-    installed = push(api, bob, name="alphabet-sort")
+    installed = push(api, bob, name="alphabet-sort", resolve={"framework": "proctor"})
     assert installed["resolve"].json()["data"]["owner"]["name"] == "proctor"
     assert installed["wheel"].status_code == 403
     assert "installed with the server" in installed["wheel"].json()["error"]["message"]

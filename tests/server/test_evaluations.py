@@ -53,7 +53,8 @@ def test_metadata_is_returned_byte_for_byte(api: Api) -> None:
 
 
 def test_record_carries_every_contract_field(api: Api) -> None:
-    env = api.post("/environmentshub/resolve", json={"name": "alphabet-sort"}).json()["data"]
+    body = {"name": "alphabet-sort", "framework": "proctor"}
+    env = api.post("/environmentshub/resolve", json=body).json()["data"]
     evaluation_id = api.create(
         name="full",
         environments=[{"id": env["id"], "version_id": "v1"}],
@@ -77,7 +78,9 @@ def test_record_carries_every_contract_field(api: Api) -> None:
         assert field in record, field
     assert record["environment_ids"] == [env["id"]]
     assert record["environment_names"] == ["alphabet-sort"]
-    assert record["environments"] == [{"id": env["id"], "version_id": "v1"}]
+    # As sent, with what ran as the hub names it (no version "v1": the server's install).
+    ref = "proctor/alphabet-sort@0.1.0"
+    assert record["environments"] == [{"id": env["id"], "version_id": "v1", "ref": ref}]
     assert record["tags"] == ["a", "b"] and record["model_name"] == "demo/model"
     assert record["is_hosted"] is False and record["metrics"] == {"m": 1}
 

@@ -36,7 +36,9 @@ def test_user_teams_carry_role_and_created_at_and_page(api: Api) -> None:
 
 def test_env_owner_name_filters_and_page_sizes_above_the_caps(api: Api) -> None:
     alice = api.key("alice")
-    installed = api.post("/environmentshub/resolve", alice, json={"name": "alphabet-sort"})
+    installed = api.post(
+        "/environmentshub/resolve", alice, json={"name": "alphabet-sort", "framework": "proctor"}
+    )
     own = api.post("/environmentshub/resolve", alice, json={"name": "alice/alphabet-sort"})
     first = api.create(
         alice, name="on-installed", environments=[{"id": installed.json()["data"]["id"]}]

@@ -99,7 +99,8 @@ class Web:
         api = self.api
         alice = api.key("alice-key", user="alice", team="blue")
         bob = api.key("bob-key", user="bob", team="red")
-        resolved = api.post("/environmentshub/resolve", alice, json={"name": "tool-calc"})
+        body = {"name": "tool-calc", "framework": "proctor"}
+        resolved = api.post("/environmentshub/resolve", alice, json=body)
         assert resolved.status_code == 200, resolved.text
         env = [{"id": resolved.json()["data"]["id"]}]
         own = api.create(
@@ -184,7 +185,8 @@ def _key(platform: Platform, name: str, team: str) -> str:
 
 def _seed(platform: Platform, key: str, bob_key: str) -> dict[str, str]:
     with platform.client(key) as api:
-        env = api.post("/environmentshub/resolve", json={"name": "tool-calc"}).json()["data"]
+        body = {"name": "tool-calc", "framework": "proctor"}
+        env = api.post("/environmentshub/resolve", json=body).json()["data"]
         ids: dict[str, str] = {}
         for name, model in (("alice-calc", "demo-a"), ("alice-calc-b", "demo-b")):
             created = api.post(

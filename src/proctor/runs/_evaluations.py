@@ -42,11 +42,14 @@ def create_evaluation(
     team_id: str | None,
     key: str,
     deadline: float | None = None,
+    framework: str = "proctor",
 ) -> dict[str, Any]:
     """Create an evaluation; return the platform's answer (`evaluation_id`, `viewer_url`).
 
     `key` is sent as the Idempotency-Key: a retry, or a later `proctor runs sync` of the same
-    run directory, gets the evaluation the first create made.
+    run directory, gets the evaluation the first create made. `framework` says what ran the
+    environments (`proctor` for its own, `verifiers` for a verifiers environment): the hub
+    resolves a bare name to a proctor built-in only for `proctor`.
 
     Raises:
         PlatformUnreachable: no answer, or only transient ones, until `deadline` (the run
@@ -61,20 +64,22 @@ def create_evaluation(
             answer = client.call_until(
                 "POST",
                 "/environmentshub/resolve",
-                json_body={"name": env, **team},
+                json_body={"name": env, "framework": framework, **team},
                 deadline=until,
             )
             env_id = (answer.get("data") or answer).get("id")
             if not env_id:
                 raise PlatformError(f"the platform resolved environment {env!r} without an id")
-            refs.append({"id": str(env_id)})
+            # `name@version` says which version ran; the platform records it (`ref`).
+            version = env.partition("@")[2].strip()
+            refs.append({"id": str(env_id), **({"version": version} if version else {})})
         body: dict[str, Any] = {
             "name": name,
             "environments": refs,
             "tags": [],
             "model_name": model,
-            "dataset": environments[0] if environments else None,
-            "framework": "proctor",
+            "dataset": environments[0].partition("@")[0] if environments else None,
+            "framework": framework,
             "metadata": dict(config or {}),
             **team,
         }

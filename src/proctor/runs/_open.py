@@ -39,6 +39,7 @@ class Wanted:
     team_id: str | None
     api_url: str
     expected_samples: int | None
+    framework: str = "proctor"
 
 
 def open_state(
@@ -173,6 +174,7 @@ def _create(
             config=wanted.config,
             team_id=wanted.team_id,
             key=key,
+            framework=wanted.framework,
         )
     except PlatformUnreachable as e:
         if not can_go_offline:
@@ -196,7 +198,11 @@ def _create(
 def _offline(previous: RunState | None, wanted: Wanted, key: str) -> RunState:
     """The state of a run whose evaluation `proctor runs sync` creates later, with `key`."""
     pending = PendingCreate(
-        key=key, environments=list(wanted.environments), model=wanted.model, team_id=wanted.team_id
+        key=key,
+        environments=list(wanted.environments),
+        model=wanted.model,
+        team_id=wanted.team_id,
+        framework=wanted.framework,
     )
     return RunState(
         evaluation_id=previous.evaluation_id if previous is not None else f"offline-{key[:16]}",

@@ -332,6 +332,7 @@ def init(
     upload: UploaderOptions | None = None,
     resume: bool = False,
     http: httpx.Client | None = None,
+    framework: str = "proctor",
 ) -> Run:
     """Open a run on the platform, or attach to an existing evaluation with `id=`.
 
@@ -341,7 +342,8 @@ def init(
 
     Args:
         name: display name of a created evaluation.
-        environments: environment names (resolved on the platform's hub).
+        environments: environment names (resolved on the platform's hub), each optionally
+            `name@version` or `owner/name@version` to record which version ran.
         model: the model evaluated.
         config: the run config, stored as the created evaluation's metadata.
         mode: `online` or `disabled`; None reads `PROCTOR_RUNS_MODE`.
@@ -360,6 +362,9 @@ def init(
             (reopening it when that attempt closed it as failed or cancelled; one the
             platform holds as COMPLETED raises `NothingToResume`).
         http: the HTTP client to reach the platform through (see `PlatformClient`).
+        framework: what ran the environments: `proctor` (its own), or `verifiers` (a
+            verifiers environment); a bare name resolves to a proctor built-in only for
+            `proctor`, so another environment of the same name is never filed under it.
 
     Raises:
         ConfigError: malformed settings, or `mode="online"` without a key.
@@ -381,6 +386,7 @@ def init(
         team_id=settings.team_id,
         api_url=settings.api_url,
         expected_samples=expected_samples,
+        framework=framework,
     )
     try:
         state, offline = open_state(

@@ -43,6 +43,8 @@ class PendingCreate(BaseModel):
     """The model evaluated."""
     team_id: str | None = None
     """The team that owns the evaluation."""
+    framework: str = "proctor"
+    """What ran the environments (`proctor`, `verifiers`)."""
 
 
 class RunState(BaseModel):

@@ -178,6 +178,7 @@ def _materialize(
         team_id=pending.team_id,
         key=pending.key,
         deadline=deadline,
+        framework=pending.framework,
     )
     eid = str(created["evaluation_id"])
     new = state.model_copy(

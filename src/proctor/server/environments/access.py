@@ -89,10 +89,7 @@ def by_bare_name(
     session: Session, principal: Principal, name: str, team_id: str | None, settings: Settings
 ) -> Environment | None:
     """A bare name in the public CLI's order: the caller's own, its team's, the platform's."""
-    owners = [principal.user_name]
-    if team_id:
-        owners.insert(0, team_id)
-    owners.append(settings.hub_owner)
+    owners = [principal.user_name, *([team_id] if team_id else []), settings.hub_owner]
     for owner in owners:
         env = repository.by_owner_and_name(session, owner, name)
         if env is not None and readable(principal, env):

@@ -55,6 +55,10 @@ class ResolveRequest(BaseModel):
         Annotated[str, Field(pattern=rf"^\s*(?:{_PUBLIC_OR_PRIVATE})?\s*$", max_length=32)] | None
     ) = None
     """`PUBLIC` or `PRIVATE` (the default) for a new environment, or to change an own one."""
+    framework: Short | None = None
+    """What ran the environment (a proctor extension): only `proctor` (proctor's own runs
+    SDK) resolves a bare name to an environment installed with the server; any other caller
+    (prime-runs, prime-evals, a verifiers run) gets its own entry of that name instead."""
 
 
 class LookupRequest(BaseModel):

@@ -1,16 +1,22 @@
 """What a name on the hub means to a caller: the entry a push goes to, the package a run runs.
 
 `resolve` is a push's first step (get-or-create the entry `owner/name` or a bare name; the
-rest of the push is `publishing`); `runnable` is what a hosted evaluation of a hub reference
-installs and runs. A bare name is looked up in the public CLI's order: the caller's own,
-its team's, the platform's (`access.by_bare_name`). Who sees what is `access`; which
-version a reference names is `versions`.
+rest of the push is `publishing`), and how a run that pushes results (prime-runs, prime-evals,
+proctor's runs SDK) names the environment it ran; `runnable` is what a hosted evaluation of a
+hub reference installs and runs. A bare name is looked up in the public CLI's order: the
+caller's own, its team's, the platform's (`access.by_bare_name`). The platform's entries
+installed with the server are proctor's own environments: `resolve` hands one only to a
+caller that ran proctor's (`framework: "proctor"`), so results of another environment of the
+same name (verifiers' `reverse-text` run by `vf-eval`) are filed under the caller's own
+entry, never under the built-in. `ran_ref` is the `owner/name@version` an evaluation ran.
+Who sees what is `access`; which version a reference names is `versions`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -113,7 +119,8 @@ def resolve(
 ) -> tuple[Environment, bool]:
     """The environment a name means to the caller, created (as theirs) when it is new.
 
-    A bare name follows the fallback order (own, team, platform); an explicit owner
+    A bare name follows the fallback order (own, team, platform), where the platform's
+    installed environments count only for `framework: "proctor"`; an explicit owner
     (`owner/name`, `owner_slug`, `team_slug`) is looked up or created there only.
 
     Returns:
@@ -143,6 +150,9 @@ def resolve(
     else:
         owner = team or principal.user_name
         env = access.by_bare_name(session, principal, name, team, settings)
+        if env is not None and env.kind == "installed" and body.framework != "proctor":
+            # Not what this caller ran: its results go to an entry of its own.
+            env = repository.by_owner_and_name(session, owner, name)
     if env is not None:
         if visibility and access.writable(principal, env) and env.visibility != visibility:
             env.visibility = visibility
@@ -151,6 +161,27 @@ def resolve(
     if owner == settings.hub_owner:
         raise access.platform_owned(owner)
     return _create(session, principal, owner, name, team, visibility)
+
+
+def ran_ref(session: Session, ref: dict[str, Any]) -> str | None:
+    """`owner/name@version` of what an evaluation's environment reference ran (None for an
+    id the hub does not know): the version `version_id` names, else the one the client
+    says it ran (`version`), else for an installed environment the server's install;
+    `owner/name` alone when none is known."""
+    env = repository.by_id(session, str(ref.get("id")))
+    if env is None:
+        return None
+    label: str | None = None
+    version_id = ref.get("version_id")
+    version = repository.version_by_id(session, str(version_id)) if version_id else None
+    if version is not None and version.environment_id == env.id:
+        label = versions.label(version)
+    elif isinstance(ref.get("version"), str) and ref["version"].strip():
+        label = ref["version"].strip()[:64]
+    elif env.kind == "installed":
+        installed = versions.latest(session, env)
+        label = versions.label(installed) if installed is not None else None
+    return f"{env.owner}/{env.name}@{label}" if label else f"{env.owner}/{env.name}"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from proctor.server.db.base import utcnow
 from proctor.server.db.models import Evaluation, Sample
 from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
+from proctor.server.environments import service as environment_service
 from proctor.server.errors import Conflict, Forbidden, InvalidInput, NotVisible
 from proctor.server.evaluations import repository, stats
 from proctor.server.evaluations.schemas import CreateEvaluation, UpdateEvaluation
@@ -127,6 +128,12 @@ def get_visible(
 def _environment_fields(session: Session, refs: list[dict[str, Any]]) -> dict[str, list[Any]]:
     ids = [str(ref["id"]) for ref in refs]
     names = environments.names_by_ids(session, ids)
+    for ref in refs:
+        # What ran, as the hub names it (`owner/name@version`); the server's word, not the
+        # client's.
+        ref.pop("ref", None)
+        if (ran := environment_service.ran_ref(session, ref)) is not None:
+            ref["ref"] = ran
     return {
         "environments": refs,
         "environment_ids": ids,

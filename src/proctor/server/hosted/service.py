@@ -76,6 +76,8 @@ def create_hosted(
         }
         if package is not None:
             metadata["environment_ref"] = package["ref"]
+        elif (installed := environment_service.ran_ref(session, {"id": env.id})) is not None:
+            metadata["environment_ref"] = installed
         name = body.name or default_run_name(env.name, body.inference_model, kind="hosted")
         if body.name and len(body.environment_ids) > 1:
             name = f"{body.name[:300]}--{env.name}"
