@@ -7,8 +7,9 @@
      │    └── RunDirError           the run directory cannot be used as asked
      │         └── NothingToResume      --resume of a run whose evaluation is COMPLETED (exit 0)
      ├── ModelError             the model endpoint failed after retries (recorded on an episode)
- ├── HTTPConnectionError    a chat request got no complete answer (the chat client turns it
- │                          into the SDK's APIConnectionError, so users never see it)
+     ├── HTTPConnectionError    a model call got no whole answer (refused, reset, proxy, TLS)
+     │    └── HTTPTimeoutError      no connection within the connect timeout, or no answer in time
+     ├── HTTPStatusError        a model call was answered with an error status or a redirect
      ├── JudgeError             a judge model's reply held no score (recorded on an episode)
      ├── ToolCallError          a tool call failed; the message is what the model is told
      ├── SandboxError           a sandbox backend refused a request or could not be reached
@@ -70,7 +71,34 @@ class NothingToResume(RunDirError):
 
 
 class HTTPConnectionError(ProctorError):
-    """A chat request got no complete answer: the connection failed or the answer was broken."""
+    """A model call got no whole answer: the connection failed or the answer was broken.
+
+    The chat client retries it (`--client.max-retries`); the message names the cause.
+    """
+
+
+class HTTPTimeoutError(HTTPConnectionError):
+    """A model call timed out: `connect` when no connection opened within the connect timeout
+    (`--client.connect-timeout`), else no whole answer within `--client.timeout`."""
+
+    def __init__(self, message: str, *, connect: bool) -> None:
+        super().__init__(message)
+        self.connect = connect
+
+
+class HTTPStatusError(ProctorError):
+    """A model call was answered with an error status (or a redirect, which is not followed).
+
+    Carries the status, the start of the body and the server's `Retry-After` in seconds.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int, body: str = "", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+        self.retry_after = retry_after
 
 
 class ModelError(ProctorError):
