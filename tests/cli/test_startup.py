@@ -55,11 +55,11 @@ except SystemExit:
 print("LOADED " + " ".join(sorted(m for m in sys.argv[1].split(",") if m in sys.modules)))
 """
 
-# What a local `proctor eval` never needs: the SDK and aiohttp (chat goes over
-# proctor.models.http and only a failed request builds the SDK's error), the runs SDK and its
-# httpx (nothing is pushed), tenacity (no retry happened), rich (--no-rich), the server's
-# libraries.
-NOT_NEEDED = ("openai", "aiohttp", "httpx", "httpx2", "tenacity", "rich", "proctor.runs",
+# What a local `proctor eval` never needs: the openai SDK (chat goes over aiohttp in
+# proctor.models.http, with proctor's own errors), the runs SDK and its httpx (nothing is
+# pushed), tenacity (no retry happened), truststore (no https), rich (--no-rich), the
+# server's libraries.
+NOT_NEEDED = ("openai", "httpx", "httpx2", "tenacity", "truststore", "rich", "proctor.runs",
               "sqlalchemy", "fastapi", "uvicorn")  # fmt: skip
 
 

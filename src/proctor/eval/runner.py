@@ -225,6 +225,10 @@ class _Run:
         self.platform_run = platform_run
 
     async def execute(self) -> EvalResult:
+        from proctor.trust import use_ca_bundle
+
+        # One trust policy in the run: the platform's client trusts what the model's does.
+        use_ca_bundle(self.config.client.ca_bundle)
         if self.client is not None:  # the caller's model: rollouts run in this process
             judge = open_judge(self.env, self.config)
             try:

@@ -47,6 +47,13 @@ class ClientConfig(BaseModel):
     `headers` (keeps secret headers off the command line; hosted sandboxes use it)."""
     timeout: float = Field(default=600.0, gt=0)
     """Per-request timeout in seconds."""
+    connect_timeout: float = Field(default=10.0, gt=0)
+    """Seconds to open a connection (TCP, proxy tunnel and TLS), within the request timeout."""
+    keepalive_expiry: float = Field(default=4.0, ge=0)
+    """Seconds an idle connection is kept for reuse: shorter than servers keep theirs (uvicorn,
+    so vLLM: 5 s) and than firewalls remember idle flows, so a reused one is never dead."""
+    ca_bundle: str | None = None
+    """PEM file of CA certificates trusted on top of the system's (also: $SSL_CERT_FILE)."""
     max_retries: int = Field(default=5, ge=0)
     """Retries of a request after a 429, a 5xx or a connection error, before it fails for good."""
     retry_base_delay: float = Field(default=0.5, ge=0)

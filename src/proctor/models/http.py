@@ -1,182 +1,94 @@
-"""A lean HTTP/1.1 keep-alive client for the model endpoint's hot path.
+"""The model endpoint's HTTP transport: one tuned aiohttp session per client.
 
-Per rollout, aiohttp's client request pipeline (request and response objects, header
-multidicts, tracing hooks, timers, the connector's bookkeeping) was about half the engine's
-CPU. The chat-completions POST needs none of it: one request at a time per connection, JSON
-bytes out, a whole body back. So this is an `asyncio.Protocol` per connection, parsing with
-`httptools` (llhttp, the parser uvicorn uses), and a pool of idle connections.
+Chosen on evidence: a hand-written HTTP/1.1 client saved 0.1-0.35 ms of CPU per request
+over aiohttp, invisible next to a real model's latency, and did not work on real networks
+(bench/results/engine_overhead.md has the figures of both). aiohttp is tuned for an engine
+keeping hundreds of requests in flight to one origin:
 
-What it does: plain http and https (the system's CA store, loaded on the first https
-connection), Content-Length, chunked and read-to-close bodies, gzip/deflate bodies, a
-total timeout per request (connect included), keep-alive with at most `max_connections`
-open (the caller's limiter keeps the requests in flight within it). A pooled connection the
-server had closed before answering anything is retried once on a fresh one (the server did
-not process the request: it never answered a byte); every other failure is the caller's to
-retry. No proxies, cookies or redirects (the aiohttp session it replaces used none either).
+- a connector limited to the run's concurrency, with a DNS cache (a thousand connections
+  opened at once make one lookup, not a thousand);
+- keep-alive connections expire after `keepalive_expiry` idle seconds, so a firewall or
+  NAT that silently forgets idle flows never costs a request its whole timeout;
+- happy eyeballs (RFC 8305): a host's addresses are tried 0.25 s apart, so an unreachable
+  first address (a dead IPv6 route) costs a quarter second, not the connect timeout;
+- a connect timeout (`--client.connect-timeout`) separate from the request's;
+- the proxy from `HTTP(S)_PROXY` / `NO_PROXY` resolved once, when the client is made;
+- certificates checked against `proctor.trust`'s one policy;
+- redirects are not followed (a POST redirected is no chat completion): the caller sees
+  the 3xx and its `Location`;
+- the transport never sends a request twice; retrying is the caller's (`proctor.retries`).
 
-Errors: `TimeoutError` when the timeout passed, `HTTPConnectionError` for everything else
-that kept an answer from arriving (refused, reset, closed mid-response, unparsable).
+Errors are proctor's own: `HTTPTimeoutError` (connect or whole request) and
+`HTTPConnectionError` for everything else that kept an answer from arriving, each one
+sentence naming the cause (proxy, certificate, refused, reset).
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import ssl
-import zlib
+import base64
+import logging
+import os
+import urllib.request
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
-import httptools
+from proctor.errors import HTTPConnectionError, HTTPTimeoutError
+from proctor.trust import TRUST_FIX, ssl_context
 
-from proctor.errors import HTTPConnectionError
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-DNS_TTL_S = 300.0
-"""How long a host's addresses are reused (as the aiohttp connector it replaced did)."""
+    import aiohttp
+
+logger = logging.getLogger(__name__)
+
+DNS_TTL_S = 300
+"""How long a host's addresses are reused."""
+
+HAPPY_EYEBALLS_DELAY_S = 0.25
+"""The head start one address gets before the next is tried in parallel (RFC 8305)."""
 
 
 @dataclass(slots=True)
 class Response:
     status: int
-    headers: list[tuple[str, str]]
-    """In the order received; names as sent (look them up case-insensitively)."""
+    headers: Mapping[str, str]
+    """Case-insensitive."""
     content: bytes
 
     def header(self, name: str) -> str | None:
-        name = name.lower()
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
+        return self.headers.get(name)
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy a request to `url` goes through, from `HTTP(S)_PROXY`, `ALL_PROXY` and
+    `NO_PROXY` (as curl and the `requests`/`httpx` stack read them), or None."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname:
         return None
-
-
-class _Disconnected(HTTPConnectionError):
-    """The server closed the connection before sending any byte of an answer."""
-
-
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection: one request at a time, its answer parsed as it arrives."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.transport: asyncio.Transport | None = None
-        self.open = False
-        self.reused = False
-        self._waiter: asyncio.Future[Response] | None = None
-        self._parser: Any = None
-        self._status = 0
-        self._headers: list[tuple[str, str]] = []
-        self._chunks: list[bytes] = []
-        self._got_bytes = False
-        self._headers_done = False
-        self._framed = False  # Content-Length or chunked: the end is known without a close
-        self._keep_alive = False
-
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.open = True
-
-    def data_received(self, data: bytes) -> None:
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            # Bytes nobody asked for: the connection's state is unknown, never reuse it.
-            self.close()
-            return
-        self._got_bytes = True
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(HTTPConnectionError("the server switched protocols"))
-        except httptools.HttpParserError as e:
-            self._fail(HTTPConnectionError(f"invalid HTTP answer: {e}"))
-
-    def eof_received(self) -> bool:
-        self.open = False  # never lent again, even before connection_lost
-        return False  # close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.open = False
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            return
-        if not self._got_bytes:
-            self._fail(_Disconnected("the server closed the connection without answering"))
-        elif self._headers_done and not self._framed:
-            self._complete(keep_alive=False)  # a body delimited by the close
-        else:
-            reason = f": {exc}" if exc else ""
-            self._fail(HTTPConnectionError(f"the server closed the connection mid-answer{reason}"))
-
-    # httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
-
-    def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
-            self._headers = []
-            return
-        self._status = status
-        self._headers_done = True
-        for name, _ in self._headers:
-            lowered = name.lower()
-            if lowered == "content-length" or lowered == "transfer-encoding":
-                self._framed = True
-        if status in (204, 304):
-            self._framed = True
-
-    def on_body(self, body: bytes) -> None:
-        self._chunks.append(body)
-
-    def on_message_complete(self) -> None:
-        if self._headers_done:
-            self._complete(keep_alive=self._parser.should_keep_alive())
-
-    # the caller's side
-    def send(self, data: bytes) -> asyncio.Future[Response]:
-        self._waiter = waiter = self._loop.create_future()
-        self._parser = httptools.HttpResponseParser(self)
-        self._status, self._headers, self._chunks = 0, [], []
-        self._got_bytes = self._headers_done = self._framed = False
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            waiter.set_exception(_Disconnected("the connection was closed before the request"))
-            return waiter
-        transport.write(data)
-        return waiter
-
-    def close(self) -> None:
-        self.open = False
-        if self.transport is not None:
-            self.transport.close()
-
-    def _complete(self, *, keep_alive: bool) -> None:
-        self._keep_alive = keep_alive
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            content = b"".join(self._chunks)
-            waiter.set_result(Response(self._status, self._headers, content))
-
-    def _fail(self, error: Exception) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
-        self.close()
-
-    def reusable(self) -> bool:
-        return self.open and self._keep_alive
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
+        return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    return proxy
 
 
 class HTTPClient:
-    """Requests to one origin over a pool of keep-alive connections.
+    """Requests to one origin through a pool of keep-alive connections.
 
     Args:
         base_url: `http://` or `https://` origin with an optional path prefix.
-        headers: Sent with every request (besides Host and Content-Length).
+        headers: Sent with every request.
         timeout: Seconds for a whole request, connecting included.
-        max_connections: The most idle connections kept open.
+        connect_timeout: Seconds to open a connection (TCP, proxy tunnel and TLS).
+        max_connections: The most connections open at once.
+        keepalive_expiry: Seconds an idle connection is kept for reuse.
+        ca_bundle: A PEM file of CA certificates trusted on top of the system's.
     """
 
     def __init__(
@@ -185,154 +97,176 @@ class HTTPClient:
         *,
         headers: dict[str, str],
         timeout: float,
+        connect_timeout: float,
         max_connections: int,
+        keepalive_expiry: float = 4.0,
+        ca_bundle: str | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._prefix = parts.path.rstrip("/")
-        self._query = f"?{parts.query}" if parts.query else ""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        default_port = self._port == (443 if self._https else 80)
-        authority = host if default_port else f"{host}:{self._port}"
-        merged = {"host": ("Host", authority), "user-agent": ("User-Agent", "proctor")}
         for name, value in headers.items():
             if any(c in name + value for c in "\r\n\0") or ":" in name:
                 raise ValueError(f"the HTTP header {name!r} holds a line break or a colon")
-            merged[name.lower()] = (name, value)
-        merged.pop("content-length", None)
-        # Encoded once: every request's head is this block plus its request line and length.
-        self._head = "".join(f"{n}: {v}\r\n" for n, v in merged.values()).encode("latin-1")
+        self._base = base_url.rstrip("/")
+        self._host = parts.hostname
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._https = parts.scheme == "https"
+        self._headers = {"User-Agent": "proctor", **headers}
         self.timeout = timeout
-        self._max_idle = max_connections
-        self._idle: list[_Connection] = []
-        self._ssl: ssl.SSLContext | None = None
-        self._lookup: asyncio.Future[list[Any]] | None = None
-        self._lookup_expires = 0.0
-        self._closed = False
+        self.connect_timeout = connect_timeout
+        self._max_connections = max_connections
+        self._keepalive_expiry = keepalive_expiry
+        self._ca_bundle = ca_bundle
+        self._ssl = ssl_context(ca_bundle) if self._https else None
+        self.proxy, self._proxy_headers = _split_credentials(proxy_for(base_url))
+        """The proxy every request goes through (resolved once), or None."""
+        if self.proxy is not None:
+            logger.debug("model requests to %s go through the proxy %s", self._origin, self.proxy)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, Any] = {}
 
     def target(self, path: str) -> str:
-        """The request target of `path` under the base URL (its path prefix and query kept)."""
-        return self._prefix + path + self._query
+        """The URL of `path` under the base URL (its path prefix kept)."""
+        return self._base + path
+
+    def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections,
+            limit_per_host=0,
+            ttl_dns_cache=DNS_TTL_S,
+            use_dns_cache=True,
+            keepalive_timeout=self._keepalive_expiry,
+            happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S,
+            ssl=self._ssl if self._ssl is not None else True,
+        )
+        return aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            trust_env=False,  # the proxy was resolved once, above; never per request
+            timeout=self._timeout(self.timeout),
+            raise_for_status=False,
+        )
+
+    def _timeout(self, total: float) -> Any:
+        timeout = self._timeouts.get(total)
+        if timeout is None:
+            import aiohttp
+
+            timeout = self._timeouts[total] = aiohttp.ClientTimeout(
+                total=total, sock_connect=self.connect_timeout
+            )
+        return timeout
 
     async def request(
-        self, method: str, target: str, body: bytes = b"", *, timeout: float | None = None
+        self, method: str, url: str, body: bytes | None = None, *, timeout: float | None = None
     ) -> Response:
-        """Send one request for `target` (see `target()`) and read its whole answer.
+        """Send one request for `url` (see `target()`) and read its whole answer.
 
         Raises:
-            TimeoutError: no whole answer within the timeout.
-            HTTPConnectionError: the connection failed or the answer was not HTTP.
+            HTTPTimeoutError: no connection within the connect timeout, or no whole answer
+                within the timeout.
+            HTTPConnectionError: the connection (or the proxy, or TLS) failed, or the answer
+                was not HTTP.
         """
-        loop = asyncio.get_running_loop()
-        wait = self.timeout if timeout is None else timeout
-        deadline = loop.time() + wait
-        head = b"%s %s HTTP/1.1\r\n" % (method.encode(), target.encode())
-        length = b"Content-Length: %d\r\n\r\n" % len(body) if body or method != "GET" else b"\r\n"
-        data = head + self._head + length + body
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = self._open()
         try:
-            return await self._send(loop, data, deadline)
-        except _Disconnected:
-            # A pooled connection the server had closed (its keep-alive ran out): once more.
-            return await self._send(loop, data, deadline, fresh=True)
-
-    async def _send(
-        self, loop: asyncio.AbstractEventLoop, data: bytes, deadline: float, fresh: bool = False
-    ) -> Response:
-        conn = None if fresh else self._pooled()
-        reused = conn is not None
-        if conn is None:
-            conn = await self._connect(loop, deadline)
-        waiter = conn.send(data)
-        timer = loop.call_at(deadline, _expire, waiter)
-        try:
-            response = await waiter
-        except _Disconnected as e:
-            conn.close()
-            if reused:
-                raise  # the caller retries it once on a fresh connection
-            raise HTTPConnectionError(str(e)) from None
-        except BaseException:
-            conn.close()  # timed out, failed or cancelled: the connection's state is unknown
+            async with session.request(
+                method,
+                url,
+                data=body,
+                proxy=self.proxy,
+                proxy_headers=self._proxy_headers,
+                allow_redirects=False,
+                timeout=self._timeout(self.timeout if timeout is None else timeout),
+            ) as answer:
+                content = await answer.read()
+                return Response(answer.status, answer.headers, content)
+        except asyncio.CancelledError:
             raise
-        finally:
-            timer.cancel()
-        if conn.reusable() and len(self._idle) < self._max_idle and not self._closed:
-            self._idle.append(conn)
-        else:
-            conn.close()
-        encoding = response.header("content-encoding")
-        if encoding and encoding.lower() in ("gzip", "deflate", "x-gzip"):
-            try:
-                response.content = zlib.decompress(response.content, 47)  # gzip or zlib
-            except zlib.error as e:
-                raise HTTPConnectionError(f"a {encoding} body that does not decompress: {e}") from e
-        return response
+        except Exception as e:
+            raise self._error(e, timeout if timeout is not None else self.timeout) from e
 
-    def _pooled(self) -> _Connection | None:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.open and conn.transport is not None and not conn.transport.is_closing():
-                return conn
-        return None
+    def _error(self, error: Exception, timeout: float) -> HTTPConnectionError:
+        """Our error for what aiohttp raised: one sentence naming the cause."""
+        import aiohttp
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, deadline: float) -> _Connection:
-        ssl_context: ssl.SSLContext | None = None
-        if self._https:
-            if self._ssl is None:
-                self._ssl = ssl.create_default_context()
-            ssl_context = self._ssl
-        error: OSError | None = None
-        try:
-            async with asyncio.timeout_at(deadline):
-                for address in await self._addresses(loop):
-                    try:
-                        _, conn = await loop.create_connection(
-                            lambda: _Connection(loop),
-                            address,
-                            self._port,
-                            ssl=ssl_context,
-                            server_hostname=self._host if ssl_context else None,
-                        )
-                        return conn
-                    except TimeoutError:
-                        raise
-                    except OSError as e:
-                        error = e  # the next address may answer
-        except TimeoutError:
-            raise
-        except OSError as e:
-            error = e
-        raise HTTPConnectionError(f"cannot connect to {self._host}:{self._port}: {error}")
-
-    async def _addresses(self, loop: asyncio.AbstractEventLoop) -> list[str]:
-        """The host's addresses, looked up once per `DNS_TTL_S` (not once per connection:
-        a run opening a thousand connections at once would queue a thousand lookups)."""
-        if self._lookup is None or loop.time() > self._lookup_expires:
-            self._lookup = asyncio.ensure_future(
-                loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+        where = self._origin
+        connect_timeout = getattr(aiohttp, "ConnectionTimeoutError", ())
+        if isinstance(error, connect_timeout) or (
+            isinstance(error, aiohttp.ServerTimeoutError) and "onnection timeout" in str(error)
+        ):
+            return HTTPTimeoutError(
+                f"no connection to {where} within {self.connect_timeout:g} s "
+                f"(--client.connect-timeout){self._via()}",
+                connect=True,
             )
-            self._lookup_expires = loop.time() + DNS_TTL_S
-        lookup = self._lookup
-        try:
-            infos = await asyncio.shield(lookup)
-        except OSError:
-            if self._lookup is lookup:
-                self._lookup = None  # a failed lookup is not remembered
-            raise
-        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+        if isinstance(error, TimeoutError):
+            return HTTPTimeoutError(
+                f"no answer from {where} within {timeout:g} s (--client.timeout)", connect=False
+            )
+        if isinstance(error, aiohttp.ClientConnectorCertificateError):
+            cause = getattr(error.certificate_error, "verify_message", None) or str(
+                error.certificate_error
+            )
+            return HTTPConnectionError(
+                f"the certificate of {where} is not trusted ({cause}); {TRUST_FIX}"
+            )
+        if isinstance(error, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
+            return HTTPConnectionError(f"TLS with {where} failed ({_reason(error)}); {TRUST_FIX}")
+        if isinstance(error, aiohttp.ClientHttpProxyError):
+            return HTTPConnectionError(
+                f"the proxy {self.proxy} refused to reach {where} (HTTP {error.status} "
+                f"{error.message}); fix HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY"
+            )
+        if isinstance(error, aiohttp.ClientProxyConnectionError):
+            return HTTPConnectionError(
+                f"cannot connect to the proxy {self.proxy} ({_reason(error)}); fix "
+                f"HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY"
+            )
+        if isinstance(error, aiohttp.ClientConnectorError):
+            return HTTPConnectionError(f"cannot connect to {where}{self._via()} ({_reason(error)})")
+        if isinstance(error, aiohttp.ServerDisconnectedError):
+            return HTTPConnectionError(f"{where} closed the connection without a whole answer")
+        return HTTPConnectionError(f"no whole answer from {where} ({_reason(error)})")
+
+    def _via(self) -> str:
+        return f" through the proxy {self.proxy}" if self.proxy else ""
 
     async def aclose(self) -> None:
-        """Close the idle connections (those in use close when their request ends)."""
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Close the connections (a later request opens new ones)."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
 
 
-def _expire(waiter: asyncio.Future[Response]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
+def _split_credentials(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """(the proxy URL without credentials, the `Proxy-Authorization` header of them or None)."""
+    if proxy is None:
+        return None, None
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, None
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port is not None:
+        netloc = f"{netloc}:{parts.port}"
+    credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    token = base64.b64encode(credentials.encode()).decode("ascii")
+    return parts._replace(netloc=netloc).geturl(), {"Proxy-Authorization": f"Basic {token}"}
+
+
+def _reason(error: BaseException) -> str:
+    os_error = getattr(error, "os_error", None)
+    if isinstance(os_error, OSError):
+        if os_error.errno:
+            return os.strerror(os_error.errno)
+        if os_error.strerror:
+            return os_error.strerror
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,19 +1,14 @@
-"""The OpenAI-compatible chat client: chat completions over lean HTTP/1.1, errors from the SDK.
+"""The OpenAI-compatible chat client: chat completions as JSON over a tuned aiohttp pool.
 
-Chat completions are the hot path: an engine keeping hundreds of rollouts in flight spent
-most of its CPU inside the `openai` SDK's request pipeline (options, headers, transport
-wrappers), about as much again as everything else per rollout, and then, below the SDK,
-half of it inside aiohttp's client pipeline. So that one request is a POST of JSON bytes on
-a lean keep-alive connection pool (`proctor.models.http`), read back as a dict. The
-boundary keeps the SDK's semantics: a failed request raises the very exception the SDK
-would (`openai.RateLimitError`, `openai.APIConnectionError`, ...), built by the SDK itself
-from the response, so retries, error messages and `Retry-After` handling are unchanged;
-`openai` is imported only once a request fails. The preflight (`GET /models` must list
-models) is a plain GET on the same pool.
-
-Our own retries apply — exponential backoff with jitter on 429 / 5xx / connection errors,
-honouring `Retry-After` — and each attempt takes a slot of the `AdaptiveLimiter`, which lowers
-the requests in flight on sustained 429s.
+A request is a POST of JSON bytes on `proctor.models.http`'s keep-alive pool, read back as
+a dict: the `openai` SDK is not on the engine's path (its request pipeline cost about as
+much CPU per rollout as everything else, and its error path pulled in private methods of
+whichever HTTP library it was built on). Failures are proctor's own errors
+(`HTTPStatusError` with the status, body and `Retry-After`; `HTTPConnectionError`;
+`HTTPTimeoutError`), retried by `proctor.retries`' one loop: exponential backoff with
+jitter on 408/409/429/5xx, timeouts and connection errors, honouring `Retry-After`. Each
+attempt takes a slot of the `AdaptiveLimiter`, which lowers the requests in flight on
+sustained 429s. The preflight (`GET /models` must list models) is a GET on the same pool.
 """
 
 from __future__ import annotations
@@ -21,17 +16,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from proctor.errors import ConfigError, ModelError
+from proctor.errors import (
+    ConfigError,
+    HTTPConnectionError,
+    HTTPStatusError,
+    ModelError,
+)
 from proctor.models.config import ClientConfig, SamplingConfig
-from proctor.models.http import HTTPClient, HTTPConnectionError, Response
+from proctor.models.http import HTTPClient, Response
 from proctor.models.limiter import AdaptiveLimiter
-from proctor.models.retry import RetryPolicy, is_retryable, retry_after_seconds
 from proctor.models.types import Completion, TokenUsage
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+from proctor.retries import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -62,23 +59,33 @@ class OpenAIChatClient:
         self.config = client or ClientConfig()
         self._request_args = (sampling or SamplingConfig()).request_args()
         self._retry = RetryPolicy(
+            retry_if=is_retryable,
             max_retries=self.config.max_retries,
             base_delay=self.config.retry_base_delay,
             max_delay=self.config.retry_max_delay,
+            what="model request",
         )
         self.limiter = AdaptiveLimiter(max_connections, adaptive=self.config.adaptive_concurrency)
         """The requests in flight and their current cap (see `proctor.models.limiter`)."""
-        self._max_connections = max_connections
-        self._url = self.config.base_url.rstrip("/") + "/chat/completions"
         self._headers = {
             "Authorization": f"Bearer {self.config.api_key() or PLACEHOLDER_API_KEY}",
             "Content-Type": "application/json",
             "Accept": "application/json",
             **self.config.all_headers(),
         }
-        self._http = self._new_http()
-        self._chat_target = self._http.target("/chat/completions")
-        self._openai: AsyncOpenAI | None = None
+        try:
+            self._http = HTTPClient(
+                self.config.base_url,
+                headers=self._headers,
+                timeout=self.config.timeout,
+                connect_timeout=self.config.connect_timeout,
+                max_connections=max_connections,
+                keepalive_expiry=self.config.keepalive_expiry,
+                ca_bundle=self.config.ca_bundle,
+            )
+        except ValueError as e:
+            raise ConfigError(f"{e}; fix --client.headers or ${self.config.headers_var}") from e
+        self._chat_url = self._http.target("/chat/completions")
 
     async def complete(
         self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
@@ -89,14 +96,7 @@ class OpenAIChatClient:
             ModelError: the request failed for good (a non-retryable status, or retries spent).
         """
         started = time.perf_counter()
-        try:
-            body = await self._attempt(messages, tools)
-        except Exception as first:
-            if not is_retryable(first) or self._retry.max_retries == 0:
-                raise _model_error(first, attempts=1) from first
-            body = await self._retry.run(
-                lambda: self._attempt(messages, tools), first, _model_error
-            )
+        body = await self._retry.acall(lambda: self._attempt(messages, tools), wrap=_model_error)
         return _completion(body, latency_s=time.perf_counter() - started)
 
     async def _attempt(
@@ -107,9 +107,9 @@ class OpenAIChatClient:
         rate_limited, retry_after = False, None
         try:
             return await self._request(messages, tools)
-        except Exception as e:
-            if getattr(e, "status_code", None) == 429:
-                rate_limited, retry_after = True, retry_after_seconds(e)
+        except HTTPStatusError as e:
+            if e.status_code == 429:
+                rate_limited, retry_after = True, e.retry_after
                 if retry_after is not None:
                     retry_after = min(retry_after, self._retry.max_delay)
             raise
@@ -122,13 +122,8 @@ class OpenAIChatClient:
         payload: dict[str, Any] = {"model": self.model, "messages": messages, **self._request_args}
         if tools is not None:
             payload["tools"] = tools
-        try:
-            response = await self._http.request(
-                "POST", self._chat_target, json.dumps(payload).encode()
-            )
-        except (TimeoutError, HTTPConnectionError) as e:
-            raise self._connection_error(e) from e
-        if response.status >= 400:
+        response = await self._http.request("POST", self._chat_url, json.dumps(payload).encode())
+        if response.status >= 300:
             raise self._status_error(response)
         try:
             body = json.loads(response.content)
@@ -138,52 +133,24 @@ class OpenAIChatClient:
             raise ModelError(f"the model endpoint returned no choices: {str(body)[:200]}")
         return body
 
-    def _new_http(self) -> HTTPClient:
-        try:
-            return HTTPClient(
-                self.config.base_url,
-                headers=self._headers,
-                timeout=self.config.timeout,
-                max_connections=self._max_connections,
+    def _status_error(self, answer: Response) -> HTTPStatusError:
+        """Our error for an error status (or a redirect, never followed: a redirected POST is
+        no chat completion, and the right base URL is the user's to set)."""
+        status = answer.status
+        if status < 400:
+            location = answer.header("location") or "nowhere"
+            return HTTPStatusError(
+                f"the model endpoint redirects (HTTP {status}) to {location}; "
+                "pass the URL it should be as --client.base-url",
+                status_code=status,
+                body=_text(answer.content),
             )
-        except ValueError as e:
-            raise ConfigError(f"{e}; fix --client.headers or ${self.config.headers_var}") from e
-
-    def _sdk(self) -> AsyncOpenAI:
-        """The SDK client, made on first use (it builds the errors of failed requests)."""
-        if self._openai is None:
-            from openai import AsyncOpenAI
-
-            self._openai = AsyncOpenAI(
-                base_url=self.config.base_url,
-                api_key=self.config.api_key() or PLACEHOLDER_API_KEY,
-                default_headers=self.config.all_headers() or None,
-                timeout=self.config.timeout,
-                max_retries=0,
-            )
-        return self._openai
-
-    def _status_error(self, answer: Response) -> Exception:
-        """The exception the SDK raises for this answer, built by the SDK from it."""
-        import httpx2
-
-        response = httpx2.Response(
-            answer.status,
-            headers=answer.headers,
-            content=answer.content,
-            request=httpx2.Request("POST", self._url),
+        return HTTPStatusError(
+            _detail(answer.content) or f"HTTP {status}",
+            status_code=status,
+            body=_text(answer.content),
+            retry_after=parse_retry_after(answer.headers),
         )
-        return self._sdk()._make_status_error_from_response(response)
-
-    def _connection_error(self, error: BaseException) -> Exception:
-        """`openai.APITimeoutError` or `openai.APIConnectionError`, as the SDK would raise."""
-        import httpx2
-        import openai
-
-        request = httpx2.Request("POST", self._url)
-        if isinstance(error, TimeoutError):
-            return openai.APITimeoutError(request=request)
-        return openai.APIConnectionError(message=f"Connection error: {error}", request=request)
 
     async def preflight(self, *, timeout: float = 5.0, fix: str = "--client.base-url") -> None:
         """Fail fast unless the endpoint speaks the API: `GET {base}/models` lists models.
@@ -205,17 +172,18 @@ class OpenAIChatClient:
         url = self.config.base_url.rstrip("/")
         try:
             problem = await self._model_list_problem("/models", timeout)
-        except (TimeoutError, HTTPConnectionError) as e:
-            raise ModelError(
-                f"cannot reach the model at {self.config.base_url}: start it or pass {fix}"
-            ) from e
+        except HTTPConnectionError as e:
+            cause = str(e)
+            if not cause.endswith(("NO_PROXY", "SSL_CERT_FILE=PATH")):  # else it names its fix
+                cause = f"start it or pass {fix}"
+            raise ModelError(f"cannot reach the model at {self.config.base_url}: {cause}") from e
         if problem is None:
             return
         if not url.endswith("/v1"):
             with_v1 = url + "/v1"
             try:
                 guess_works = await self._model_list_problem("/v1/models", timeout) is None
-            except (TimeoutError, HTTPConnectionError):
+            except HTTPConnectionError:
                 guess_works = False  # no better guess: report the first problem
             if guess_works:
                 raise ConfigError(
@@ -232,6 +200,9 @@ class OpenAIChatClient:
         """None when `GET base + path` answers a JSON model list, else what was wrong with it."""
         answer = await self._http.request("GET", self._http.target(path), timeout=timeout)
         status, content = answer.status, answer.content
+        if 300 <= status < 400:
+            location = answer.header("location") or "nowhere"
+            return f"GET /models answered a redirect (HTTP {status}) to {location}"
         if status in (401, 403):
             logger.warning(
                 "the model at %s answered HTTP %s; is $%s set to a valid key?",
@@ -258,12 +229,39 @@ class OpenAIChatClient:
         return None
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pools."""
+        """Close the HTTP connections (a closed client may still be used: it reconnects)."""
         await self._http.aclose()
-        self._http = self._new_http()  # a closed client may still be used: it reconnects
-        if self._openai is not None:
-            await self._openai.close()
-            self._openai = None
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a failed model request may succeed when sent again."""
+    if isinstance(error, HTTPStatusError):
+        return error.status_code in RETRYABLE_STATUS
+    return isinstance(error, HTTPConnectionError)  # timeouts included
+
+
+def _text(content: bytes) -> str:
+    return content[:2000].decode("utf-8", errors="replace")
+
+
+def _detail(content: bytes) -> str:
+    """The message of an OpenAI-style error body, or the body's first line."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str) and error:
+            return error
+        if body.get("detail"):
+            return str(body["detail"])
+        if body.get("message"):
+            return str(body["message"])
+    text = _text(content).strip()
+    return " ".join(text.split())[:300]
 
 
 def _completion(body: dict[str, Any], *, latency_s: float) -> Completion:
@@ -284,14 +282,14 @@ def _completion(body: dict[str, Any], *, latency_s: float) -> Completion:
     )
 
 
-def _model_error(error: BaseException, *, attempts: int) -> ModelError:
+def _model_error(error: BaseException, attempts: int) -> ModelError:
     """Wrap a failed request as the one-line `ModelError` recorded on the episode."""
     if isinstance(error, ModelError):
         return error
-    status = getattr(error, "status_code", None)
     tries = f" after {attempts} attempts" if attempts > 1 else ""
-    if status is not None:
-        detail = getattr(error, "message", None) or str(error)
-        message = f"model request failed with HTTP {status}{tries}: {detail}"
-        return ModelError(message, status_code=status)
+    if isinstance(error, HTTPStatusError):
+        message = f"model request failed with HTTP {error.status_code}{tries}: {error}"
+        return ModelError(message, status_code=error.status_code)
+    if isinstance(error, HTTPConnectionError):
+        return ModelError(f"model request failed{tries}: {error}")
     return ModelError(f"model request failed{tries}: {type(error).__name__}: {error}")
