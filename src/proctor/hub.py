@@ -24,6 +24,7 @@ import httpx
 
 from proctor.errors import ConfigError, PlatformError
 from proctor.runs import PlatformClient
+from proctor.trust import ssl_context
 
 _SKIPPED_DIRS = {"dist", "__pycache__", "build", "outputs"}
 
@@ -177,7 +178,11 @@ def _data(answer: dict[str, Any]) -> dict[str, Any]:
 def _put(url: str, body: bytes) -> None:
     try:
         response = httpx.put(
-            url, content=body, headers={"Content-Type": "application/octet-stream"}, timeout=300
+            url,
+            content=body,
+            headers={"Content-Type": "application/octet-stream"},
+            timeout=300,
+            verify=ssl_context(),
         )
     except httpx.HTTPError as e:
         raise PlatformError(

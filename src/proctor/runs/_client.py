@@ -3,23 +3,23 @@
 Failures split in two: *transient* ones (connection errors, timeouts, 408, 429, 5xx) may
 succeed if tried again later; everything else is an answer that will not change. Sample
 uploads are idempotent on the server (`sample_id` is the key), so unlike the public client
-the uploader may replay even an ambiguous failure.
+the uploader may replay even an ambiguous failure. Retries go through `proctor.retries`
+(the model client's loop, backoff and `Retry-After` parser); certificates are checked
+against `proctor.trust`'s policy, as model calls are.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import random
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from proctor.errors import APIError, PlatformError, PlatformUnreachable, RetryableAPIError
+from proctor.errors import APIError, PlatformUnreachable, RetryableAPIError
+from proctor.retries import RetryPolicy, parse_retry_after
+from proctor.trust import ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -34,23 +34,25 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, PlatformUnreachable | RetryableAPIError)
 
 
+def _policy(
+    *, retry_if: Any = is_transient, cap: float, attempts: int | None, what: str
+) -> RetryPolicy:
+    """The platform calls' retries: from 0.25 s, doubling up to `cap`; `Retry-After` up to a
+    minute."""
+    return RetryPolicy(
+        retry_if=retry_if,
+        max_retries=None if attempts is None else attempts - 1,
+        base_delay=0.25,
+        max_delay=cap,
+        max_retry_after=MAX_RETRY_AFTER_S,
+        what=what,
+    )
+
+
 def backoff_delay(attempt: int, exc: BaseException | None, *, cap: float = 5.0) -> float:
-    """Seconds to wait before attempt `attempt + 1`: `Retry-After` if given, else jittered 2^n."""
-    if isinstance(exc, RetryableAPIError) and exc.retry_after is not None:
-        return min(exc.retry_after, MAX_RETRY_AFTER_S)
-    base = min(cap, 0.25 * 2 ** max(0, attempt - 1))
-    return base * random.uniform(0.5, 1.0)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    """Seconds before attempt `attempt + 1` of a loop that waits its own way (the uploader's,
+    which an abort cuts short): the shared policy's backoff and `Retry-After`."""
+    return _policy(cap=cap, attempts=None, what="").delay(attempt, exc)
 
 
 def _error_text(response: httpx.Response) -> tuple[str | None, str]:
@@ -97,7 +99,10 @@ class PlatformClient:
         self._http = (
             http
             if http is not None
-            else httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+            else httpx.Client(
+                timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+                verify=ssl_context(),
+            )
         )
 
     def close(self) -> None:
@@ -158,7 +163,10 @@ class PlatformClient:
             status = response.status_code
             if status in (408, 429) or status >= 500:
                 raise RetryableAPIError(
-                    text, status_code=status, code=code, retry_after=_retry_after(response)
+                    text,
+                    status_code=status,
+                    code=code,
+                    retry_after=parse_retry_after(response.headers),
                 )
             raise APIError(text, status_code=status, code=code)
         if not response.content:
@@ -200,17 +208,8 @@ class PlatformClient:
                 return not exc.connected
             return isinstance(exc, RetryableAPIError) and exc.status_code == 429
 
-        def wait(state: RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            return backoff_delay(state.attempt_number, exc, cap=2.0)
-
-        retrying = Retrying(
-            stop=stop_after_attempt(attempts),
-            wait=wait,
-            retry=retry_if_exception(should_retry),
-            reraise=True,
-        )
-        return retrying(self.request, method, path, json_body=json_body)
+        policy = _policy(retry_if=should_retry, cap=2.0, attempts=attempts, what=f"{method} {path}")
+        return policy.call(lambda: self.request(method, path, json_body=json_body))
 
     def call_until(
         self,
@@ -231,22 +230,22 @@ class PlatformClient:
         Raises:
             PlatformError: a refusal, or the last transient failure once time is up.
         """
-        attempt = 0
-        while True:
-            try:
-                return self.request(
-                    method, path, json_body=json_body, content=content, headers=headers
-                )
-            except PlatformError as e:
-                if not is_transient(e):
-                    raise
-                attempt += 1
-                delay = backoff_delay(attempt, e, cap=retry_cap)
-                if time.monotonic() + delay >= deadline:
-                    raise
-                if attempt == 1:
-                    log.warning("%s %s failed, retrying: %s", method, path, e)
-                time.sleep(delay)
+        warned = False
+
+        def warn(error: BaseException, wait: float) -> None:
+            nonlocal warned
+            if not warned:
+                warned = True
+                log.warning("%s %s failed, retrying: %s", method, path, error)
+
+        policy = _policy(cap=retry_cap, attempts=None, what=f"{method} {path}")
+        return policy.call(
+            lambda: self.request(
+                method, path, json_body=json_body, content=content, headers=headers
+            ),
+            deadline=deadline,
+            on_retry=warn,
+        )
 
     def post_samples(self, evaluation_id: str, body: bytes) -> dict[str, Any]:
         """POST an already-encoded `{"samples": [...]}` body (one attempt)."""
