@@ -69,7 +69,8 @@ def test_every_episode_runs_once_and_only_the_parent_writes(
     run_id = read_config(run_dir)["run"]["id"]
     assert all(r["run"] == {"id": run_id, "name": "r"} for r in records)
     assert all(r["error"] is None for r in records)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["config.toml", "logs", "traces.jsonl"]
+    listed = sorted(p.name for p in run_dir.iterdir() if p.name != ".proctor.lock")
+    assert listed == ["config.toml", "logs", "traces.jsonl"]
     log = (run_dir / "logs" / "eval.log").read_text()
     for n in range(3):
         assert f"worker {n} (pid" in log  # workers' own log lines reach the run's log
