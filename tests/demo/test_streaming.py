@@ -85,6 +85,29 @@ async def test_a_tool_call_streams_as_one_delta_the_sdk_assembles(demo_url: str)
     assert "expression" in json.loads(call.function.arguments)
 
 
+async def test_the_sdks_stream_helper_assembles_a_tool_call_as_verifiers_reads_it(
+    demo_url: str,
+) -> None:
+    """verifiers' harnesses read a turn through the SDK's `ChatCompletionStream` (with
+    `include_usage`) and fail a turn whose stream has no finish reason."""
+    env = load_environment("tool-calc", num_tasks=3)
+    async with AsyncOpenAI(base_url=demo_url, api_key="demo", max_retries=0) as client:
+        finals = []
+        for task in env.taskset.select(3):
+            async with client.chat.completions.stream(
+                model="proctor-demo",
+                messages=[{"role": "user", "content": task.prompt or ""}],
+                tools=env.tool_schemas,
+                stream_options={"include_usage": True},
+            ) as stream:
+                finals.append(await stream.get_final_completion())
+    assert all(f.choices[0].finish_reason is not None and f.usage for f in finals)
+    called = [f for f in finals if f.choices[0].finish_reason == "tool_calls"]
+    assert called, "the demo model called no tool on three tool-calc tasks"
+    (call,) = called[0].choices[0].message.tool_calls or []
+    assert call.function.name == "calculator" and json.loads(call.function.arguments)
+
+
 async def test_the_sse_wire_ends_with_done_and_a_usage_chunk(demo_url: str) -> None:
     body = {
         "model": "m",
