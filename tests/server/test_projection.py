@@ -5,6 +5,7 @@ a sample field").
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,19 @@ def test_both_wire_forms_give_the_contract_fields_and_the_raw_scores() -> None:
     assert (ours["example_id"], theirs["example_id"]) == (3, 3)
     assert ours["alphabet_sort"] == 1.0 and theirs["exact"] == 0.5
     assert theirs["reward"] == 1.0  # the weighted sum: 0.5 x 2.0
+
+
+def test_the_projection_imports_nothing_of_proctor_but_the_contract() -> None:
+    tree = ast.parse(Path(projection.__file__).read_text(encoding="utf-8"))
+    imported = {
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    assert {m for m in imported if m.startswith("proctor")} == {"proctor.contract"}
