@@ -258,6 +258,8 @@ class Cgroup:
         if found is None:
             raise OSError("no cgroup to confine the sandbox in")
         version, parents = found
+        for parent in parents.values():
+            _sweep(parent)
         leaf = f"proctor-{name}-{os.getpid()}"
         group = cls(version, memory_bytes=limits.memory_mb << 20)
         for controller, parent in parents.items():
@@ -338,6 +340,17 @@ class Cgroup:
                     if time.monotonic() >= deadline:
                         break
                     time.sleep(0.05)
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty sandbox cgroups whose confinement died without removing them."""
+    for path in parent.glob("proctor-*-*"):
+        pid = path.name.rpartition("-")[2]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            if not (path / "cgroup.procs").read_text().strip():
+                path.rmdir()
 
 
 def _write(path: Path, value: str, *, optional: bool = False) -> None:
