@@ -74,13 +74,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _requirements_met(wheel: Path) -> bool:
-    """Whether every requirement of the wheel is already installed here (so pip may skip
-    resolving the whole tree of what the server has, which takes seconds)."""
+def _missing_requirements(wheel: Path) -> list[str] | None:
+    """The wheel's requirements this interpreter does not already satisfy (so pip installs
+    only those: it cannot see the server's packages from `--target`); None: unreadable."""
     try:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
-        return False
+        return None
+    missing: list[str] = []
     try:
         with zipfile.ZipFile(wheel) as archive:
             name = next(
@@ -91,22 +92,20 @@ def _requirements_met(wheel: Path) -> bool:
             req = Requirement(str(text))
             if req.marker is not None and not req.marker.evaluate({"extra": ""}):
                 continue
-            if req.url or req.extras:
-                return False
-            if not req.specifier.contains(metadata.version(req.name), prereleases=True):
-                return False
+            try:
+                met = not req.url and req.specifier.contains(
+                    metadata.version(req.name), prereleases=True
+                )
+            except metadata.PackageNotFoundError:
+                met = False
+            if not met:
+                missing.append(str(req))
     except (StopIteration, zipfile.BadZipFile, OSError, InvalidRequirement):
-        return False
-    except metadata.PackageNotFoundError:
-        return False
-    return True
+        return None
+    return missing
 
 
-def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path | None:
-    """pip-install the wheel into `target` (built aside, then renamed); None on failure."""
-    started = time.monotonic()
-    building = target.with_name(f"{target.name}.building")
-    shutil.rmtree(building, ignore_errors=True)
+def _pip(target: Path, index_url: str | None, *args: str) -> int:
     command = [
         sys.executable,
         "-m",
@@ -117,19 +116,34 @@ def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path
         "--no-warn-script-location",
         "--only-binary=:all:",  # never build (and so run) anything of the package here
         "--target",
-        str(building),
+        str(target),
     ]
-    if _requirements_met(wheel):
-        command.append("--no-deps")  # the server already has every dependency
     if index_url:
         command += ["--index-url", index_url]
-    command.append(str(wheel))
-    _say(f"installing {ref}")
     sys.stderr.flush()
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False)
-    if done.returncode != 0:
+    done = subprocess.run(
+        [*command, *args], stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
+    )
+    return done.returncode
+
+
+def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path | None:
+    """pip-install the wheel into `target` (built aside, then renamed); None on failure."""
+    started = time.monotonic()
+    building = target.with_name(f"{target.name}.building")
+    shutil.rmtree(building, ignore_errors=True)
+    _say(f"installing {ref}")
+    missing = _missing_requirements(wheel)
+    if missing is None:
+        code = _pip(building, index_url, str(wheel))
+    else:
+        # What the server has is not installed again (it comes first on sys.path anyway).
+        code = _pip(building, index_url, *missing) if missing else 0
+        if code == 0:
+            code = _pip(building, index_url, "--no-deps", str(wheel))
+    if code != 0:
         shutil.rmtree(building, ignore_errors=True)
-        _say(f"installing {ref} failed (pip exited {done.returncode}); see pip's output above")
+        _say(f"installing {ref} failed (pip exited {code}); see pip's output above")
         return None
     (building / _READY).write_text(f"{time.time()}\n")
     for root, dirs, files in os.walk(building):
