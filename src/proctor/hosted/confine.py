@@ -55,8 +55,6 @@ MEMORY_REASON = "the sandbox reached its memory limit of {mib} MiB and was ended
 """The last line of such a sandbox's log (after `proctor: `)."""
 
 DEFAULT_UIDS = "2000000-2099999"
-WORK_INSIDE = "/home/sandbox"
-"""Where a confined sandbox sees its work dir (its home and working directory)."""
 PACKAGES_INSIDE = "/opt/proctor-packages"
 """Where it sees a published environment's packages (`PROCTOR_SANDBOX_PACKAGES`)."""
 _RELAY_DIR = "/run/proctor-relay"
@@ -446,11 +444,12 @@ class Root:
         self._bound: list[Path] = []
 
     def _parents(self, path: Path) -> None:
-        # bubblewrap would copy the host's mode of a parent (0700 /root): 0755 here.
+        # bubblewrap would copy the host's mode of a parent (0700 /root). 0711: the
+        # sandbox passes through to what is bound below, and lists nothing of the rest.
         for parent in reversed(path.parents):
             if parent in self._made or any(b == parent or b in parent.parents for b in self._bound):
                 continue
-            self.args += ["--perms", "0755", "--dir", str(parent)]
+            self.args += ["--perms", "0711", "--dir", str(parent)]
             self._made.add(parent)
 
     def bind(self, source: Path, dest: Path | None = None, *, write: bool = False) -> None:
@@ -513,7 +512,7 @@ def build_root(
     root.data(hosts_file(points), "/etc/hosts")
     root.data("", "/etc/resolv.conf")
     root.data("sandbox\n", "/etc/hostname")
-    env = sandbox_environment(environment)
+    env = sandbox_environment(environment, workdir)
     root.data(json.dumps(env), _ENV_FILE, perms="0400")
     tmpfs = str(policy.limits.tmpfs_mb << 20)
     root.args += ["--proc", "/proc", "--dev", "/dev"]
@@ -532,7 +531,8 @@ def build_root(
         if any(b == path or b in path.parents for b in root._bound):
             root.args += ["--tmpfs", str(path)]
     root.bind(relay_dir, Path(_RELAY_DIR))
-    root.bind(workdir, Path(WORK_INSIDE), write=True)
+    # At its own path, so the paths a run prints (its results) are the host's too.
+    root.bind(workdir, write=True)
     return root
 
 
@@ -549,13 +549,13 @@ def _say(message: str) -> None:
     print(f"proctor: {message}", file=sys.stderr, flush=True)
 
 
-def sandbox_environment(environ: dict[str, str]) -> dict[str, str]:
+def sandbox_environment(environ: dict[str, str], workdir: Path) -> dict[str, str]:
     """The command's environment: the spec's, with a home, temp dir and path that exist."""
     env = dict(environ)
     for name in ("PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH"):
         env.pop(name, None)
     env.update(
-        HOME=WORK_INSIDE,
+        HOME=str(workdir),
         PROCTOR_SANDBOX_PACKAGES=PACKAGES_INSIDE,
         TMPDIR="/tmp",
         USER="sandbox",
@@ -652,7 +652,7 @@ def run(policy: Policy) -> int:
         f"--env-file={_ENV_FILE}",
         f"--uid={uid}",
         f"--gid={uid}",
-        f"--chdir={WORK_INSIDE}",
+        f"--chdir={workdir}",
         *routes,
         "inside",
         "--",
