@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.models.config import ClientConfig, JudgeConfig, SamplingConfig
 
@@ -45,6 +45,18 @@ class RunConfig(BaseModel):
     finalize (outages are ridden out); then exit 75 and `proctor runs sync` finishes it."""
     id: str | None = Field(default=None, json_schema_extra={"cli": False})
     """Set by the engine: the platform run's id (read-only)."""
+
+    @field_validator("dir", "name")
+    @classmethod
+    def _inside_the_output_dir(cls, value: str | None) -> str | None:
+        """The run directory is `<output_dir>/<dir or name>`: it must stay there."""
+        if value is not None and (
+            not value.strip() or PurePath(value).is_absolute() or ".." in PurePath(value).parts
+        ):
+            raise ValueError(
+                f"must name a directory inside -o (a relative path without '..'), not {value!r}"
+            )
+        return value
 
 
 class EvalConfig(BaseModel):
