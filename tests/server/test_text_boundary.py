@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from typing import Any
 
 import pytest
@@ -124,3 +125,46 @@ def test_a_surrogate_pair_is_text_and_is_stored(api: Api) -> None:
         "evaluation_id"
     ]
     assert api.get(f"/evaluations/{evaluation_id}").json()["name"] == "ok \U0001f600"
+
+
+def _json_operations(api: Api) -> list[tuple[str, str, list[str]]]:
+    """(method, path, top-level body fields) of every operation with a JSON request body."""
+    document = api.client.get("/openapi.json").json()
+    found = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            body = (operation.get("requestBody") or {}).get("content", {})
+            schema = (body.get("application/json") or {}).get("schema") or {}
+            ref = schema.get("$ref", "")
+            if ref.startswith("#/components/schemas/"):
+                schema = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
+            fields = sorted(schema.get("properties") or {})
+            if fields:
+                found.append((method.upper(), path, fields))
+    return found
+
+
+def test_every_json_route_answers_a_4xx_to_a_half_or_a_non_finite_number_in_any_field(
+    api: Api,
+) -> None:
+    """A sweep of the published API: each top-level field of each JSON body in turn holds
+    `"\\ud800"`, then `NaN`; no answer is a 5xx, and each refusal names the field."""
+    evaluation_id = api.create()
+    operations = _json_operations(api)
+    assert len(operations) >= 8
+    tried = 0
+    for method, path, fields in operations:
+        url = re.sub(r"\{[^}]+\}", evaluation_id, path)
+        for field in fields:
+            for value in ('"\\ud800"', "NaN"):
+                response = api.client.request(
+                    method,
+                    url,
+                    content=f'{{"{field}": {value}}}'.encode(),
+                    headers={**api.headers(), "Content-Type": "application/json"},
+                )
+                tried += 1
+                assert response.status_code < 500, (method, url, field, response.text)
+                if response.status_code == 422 and value == "NaN":
+                    assert field in response.text, (method, url, field, response.text)
+    assert tried >= 40
