@@ -38,9 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sandbox-isolation",
-        choices=["bwrap", "none"],
-        help="confine sandboxes (bwrap) or run them as this user on a single-user server "
-        "(none) (default: $PROCTOR_HOSTED_ISOLATION, else bwrap)",
+        choices=["none", "bwrap"],
+        help="isolate local sandboxes (default: $PROCTOR_HOSTED_ISOLATION, else none)",
     )
     parser.add_argument(
         "--max-sandboxes",
