@@ -11,13 +11,18 @@ points of the run (a fraction of the episodes written to traces.jsonl):
 - `storm`: the proxy answers 503/429 (with Retry-After 0-1 s) for 1-4 s;
 - `resets`: for 1-3 s the proxy resets connections, half of them after forwarding the
   request (the server stored the batch, the client never heard);
-- `eval-kill`: the eval is SIGKILLed, then finished by `proctor runs sync RUN_DIR` or by
-  the same `proctor eval ... --resume`.
+- `eval-kill`: the eval is SIGKILLed, then finished by `proctor runs sync RUN_DIR`, by
+  the same `proctor eval ... --resume`, or by two such resumes started at once (one of
+  them is refused: the run dir has one writer);
+- `finalize-kill`: the eval is SIGKILLed once the platform has committed its finalize,
+  before the answer reaches it (the proxy kills it after forwarding), then resumed: the
+  resume must find the evaluation COMPLETED and open no second one.
 
 An eval that ends with exit 75 (the platform lacks samples) is finished with `proctor runs
 sync RUN_DIR`, as its last line says. Then, against the server directly: expected = the ids
 in traces.jsonl, stored = the ids the server holds; duplicated = rows stored twice; lost =
-expected but not stored; a false status is a COMPLETED evaluation that lacks a sample or an
+expected but not stored (a second evaluation of the same run dir counts its samples as
+duplicated); a false status is a COMPLETED evaluation that lacks a sample or an
 episode of the run, a run reported done (exit 0) that is not closed, or a whole run reported
 done that is not COMPLETED. Goal: 0 / 0 / 0.
 
@@ -65,7 +70,7 @@ from tests.procs import ManagedProcess, wait_http  # noqa: E402
 
 from proctor.contract import TERMINAL_STATUSES  # noqa: E402
 
-FAULTS = ("server-kill", "spool-full", "storm", "resets", "eval-kill")
+FAULTS = ("server-kill", "spool-full", "storm", "resets", "eval-kill", "finalize-kill")
 _PRIVATE_MOUNTS = "PROCTOR_BENCH_FAULTS_PRIVATE_MOUNTS"
 
 
@@ -127,11 +132,20 @@ def run_schedule(
         # An empty mount point holds no results: the eval starts there as in a fresh dir.
         spool.mkdir(parents=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(spool)], check=True)
+    finalize_killed: list[str] = []
     try:
         at = {f: rng.uniform(0.1, 0.8) for f in faults}  # when each strikes
         proc = _eval(argv, env, home / "eval.log")
+        if "finalize-kill" in faults:
+
+            def kill_after_finalize(method: str, path: str) -> None:
+                if path.endswith("/finalize") and not finalize_killed:
+                    finalize_killed.append(path)
+                    proc.signal(9)
+
+            proxy.answered = kill_after_finalize
         traces = run_dir / "traces.jsonl"
-        pending = sorted(faults, key=lambda f: at[f])
+        pending = sorted((f for f in faults if f != "finalize-kill"), key=lambda f: at[f])
         killed = False
         assert proc.proc is not None
         while proc.proc.poll() is None and pending:
@@ -157,17 +171,35 @@ def run_schedule(
                 proc.kill()  # the whole process group, as a crash would
                 killed = True
         code = _wait(proc)
+        proxy.answered = None
         last = _last_line(proc.output())
-        if killed:
-            if rng.random() < 0.5:
-                out.notes.append("then sync")
+        if finalize_killed:
+            out.notes.append("killed after its finalize, then resume")
+            again = _eval([*argv, "--resume"], env, home / "resume.log")
+            code = _wait(again)
+            last = _last_line(again.output())
+            if "nothing to resume" not in again.output():
+                out.notes.append(f"resume ran again: {last}")
+        elif killed:
+            recovery = rng.choice(("sync", "resume", "two resumes"))
+            out.notes.append(f"then {recovery}")
+            if recovery == "sync":
                 done = runs_sync(run_dir, plat.api_key, "--api-url", proxy.url, timeout=120)
                 code, last = done.returncode, _last_line(done.stderr)
-            else:
-                out.notes.append("then resume")
+            elif recovery == "resume":
                 again = _eval([*argv, "--resume"], env, home / "resume.log")
                 code = _wait(again)
                 last = _last_line(again.output())
+            else:
+                both = [_eval([*argv, "--resume"], env, home / f"resume{k}.log") for k in (1, 2)]
+                codes = [_wait(p) for p in both]
+                refused = [p for p, c in zip(both, codes, strict=True) if c == 2]
+                out.notes.append(f"exits {codes[0]}/{codes[1]}")
+                if any("is in use by" not in p.output() for p in refused):
+                    out.notes.append("a resume failed for another reason")
+                ran = [c for c in codes if c != 2] or [2]
+                code = ran[0]
+                last = _last_line(both[codes.index(code)].output())
         if code == 75:
             out.notes.append("exit 75, then sync")
             done = runs_sync(run_dir, plat.api_key, "--api-url", proxy.url, timeout=120)
@@ -185,6 +217,10 @@ def run_schedule(
         extra = len(set(stored) - set(expected))
         if extra:
             out.notes.append(f"{extra} stored sample(s) not in traces")
+        others = [e for e in _evaluations_of(plat, out_dir) if e != eid]
+        if others:
+            out.notes.append(f"{len(others)} more evaluation(s) of this run dir")
+            out.duplicated += sum(len(stored_ids(plat, e)) for e in others)
         out.status = str(rec.get("status"))
         whole = out.lost == 0 and len(set(expected)) >= out.samples
         if out.status == "COMPLETED" and not whole:
@@ -199,6 +235,18 @@ def run_schedule(
     shutil.rmtree(home, ignore_errors=True)
     out.seconds = time.monotonic() - started
     return out
+
+
+def _evaluations_of(plat: Platform, out_dir: Path) -> list[str]:
+    """Every evaluation a run under `out_dir` created (one run dir, one evaluation)."""
+    with plat.client() as c:
+        r = c.get("/evaluations/", params={"limit": 500})
+        r.raise_for_status()
+        return [
+            str(e["evaluation_id"])
+            for e in r.json()["evaluations"]
+            if (e.get("metadata") or {}).get("output_dir") == str(out_dir)
+        ]
 
 
 def main() -> None:

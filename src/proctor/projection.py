@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,7 @@ _STRICT_ENCODER = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str
 )
 _ENVELOPE_BYTES = len(b'{"samples":[]}')
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # in a str, every surrogate is a lone half
 # Stop conditions that cut a conversation short (verifiers' `Trace.is_truncated`).
 _TRUNCATING_STOPS = frozenset(
     {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length"}
@@ -88,13 +90,19 @@ def _nullify_non_finite(value: Any) -> Any:
 
 
 def encode_sample(sample: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON for one sample, with NaN and ±inf turned into null."""
+    """Compact UTF-8 JSON for one sample, with NaN and ±inf turned into null and lone
+    surrogate halves into U+FFFD."""
     text = _ENCODER.encode(sample)
     # Fast path: only re-walk the sample when the encoder wrote a non-finite token (a string
     # value that merely contains "NaN" costs one extra pass, nothing more).
     if "NaN" in text or "Infinity" in text:
         text = _STRICT_ENCODER.encode(_nullify_non_finite(sample))
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate half (a model's answer cut mid-emoji): not text, and the platform
+        # refuses it; the sample is kept with U+FFFD in its place instead of being dropped.
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 # --- proctor's episode record --------------------------------------------------------------

@@ -230,7 +230,7 @@ def test_launchers_sharing_the_queue_start_each_evaluation_once(
 ) -> None:
     ids = [_create(db) for _ in range(12)]
     launchers = [
-        _launcher(db, tmp_path, "echo started >> ../starts; sleep 0.3", launcher_id=f"L{i}")
+        _launcher(db, tmp_path, "echo started >> starts; sleep 0.3", launcher_id=f"L{i}")
         for i in range(3)
     ]
     for launcher in launchers:
@@ -247,7 +247,7 @@ def test_launchers_sharing_the_queue_start_each_evaluation_once(
     for evaluation_id in ids:
         _, hosted = _record(db, evaluation_id)
         assert hosted.ended_at is not None and hosted.attempt == 1
-        starts = (tmp_path / "sandboxes" / evaluation_id / "starts").read_text()
+        starts = (tmp_path / "sandboxes" / evaluation_id / "work" / "starts").read_text()
         assert starts == "started\n"  # one sandbox, not one per launcher
     with db.read() as session:
         minted = session.query(ApiKey).filter(ApiKey.scope_evaluation_id.in_(ids)).count()
@@ -328,7 +328,7 @@ def test_launcher_dying_between_start_and_record_does_not_orphan_the_sandbox(
     dying_db = _DyingDatabase(db)
     dying = Launcher(
         dying_db,  # type: ignore[arg-type]
-        _settings(command="echo started >> ../starts; sleep 1; exit 4"),
+        _settings(command="echo started >> starts; sleep 1; exit 4"),
         api_url="http://127.0.0.1:9",
         data_dir=tmp_path,
         launcher_id="L1",
@@ -344,12 +344,12 @@ def test_launcher_dying_between_start_and_record_does_not_orphan_the_sandbox(
     with pytest.raises(_Crash):
         dying.tick()
     assert _record(db, evaluation_id)[1].sandbox_handle is None
-    restarted = _launcher(db, tmp_path, "echo started >> ../starts; exit 0", launcher_id="L1")
+    restarted = _launcher(db, tmp_path, "echo started >> starts; exit 0", launcher_id="L1")
     _tick_until(restarted, lambda: _record(db, evaluation_id)[1].ended_at is not None)
     evaluation, hosted = _record(db, evaluation_id)
     assert evaluation.status == "FAILED" and "code 4" in (evaluation.error_message or "")
     assert hosted.sandbox_handle is not None
-    starts = (tmp_path / "sandboxes" / evaluation_id / "starts").read_text()
+    starts = (tmp_path / "sandboxes" / evaluation_id / "work" / "starts").read_text()
     assert starts == "started\n"  # adopted, not started a second time
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,6 +68,15 @@ def backend(ray_address: str):  # type: ignore[no-untyped-def]
     from proctor.hosted.ray_jobs import RaySandbox
 
     return RaySandbox(ray_address, stop_grace_seconds=1)
+
+
+@pytest.fixture(scope="module")
+def plain(ray_address: str):  # type: ignore[no-untyped-def]
+    """The guard's own process-tree rules, seen with the host's pids (a confined command
+    has a pid namespace of its own, which dies with the sandbox)."""
+    from proctor.hosted.ray_jobs import RaySandbox
+
+    return RaySandbox(ray_address, stop_grace_seconds=1, isolation="none")
 
 
 def _wait_exit(backend, handle: SandboxHandle, timeout: float = 120) -> SandboxState:  # type: ignore[no-untyped-def]
@@ -139,7 +150,8 @@ def _orphan(pid_file: Path) -> str:
     return f"sh -c 'sleep 300 & echo $! > {pid_file}'"
 
 
-def test_stop_ends_a_running_job_and_its_orphans(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_stop_ends_a_running_job_and_its_orphans(plain, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    backend = plain
     marker, orphan = tmp_path / "pid", tmp_path / "orphan"
     handle = backend.start(
         SandboxSpec(
@@ -158,7 +170,8 @@ def test_stop_ends_a_running_job_and_its_orphans(backend, tmp_path: Path) -> Non
     assert gone(pid) and gone(orphan_pid)
 
 
-def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(plain, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    backend = plain
     guard, child, orphan = tmp_path / "guard", tmp_path / "child", tmp_path / "orphan"
     # $PPID of the command's shell is the process Ray started for the job (the entrypoint).
     script = f"import os, time; open({str(child)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
@@ -169,6 +182,42 @@ def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(backend, tmp_p
     state = _wait_exit(backend, handle)
     assert (state.exit_code, state.detail) == (137, "killed by SIGKILL")
     assert gone(child_pid, timeout=10) and gone(orphan_pid, timeout=10)
+
+
+def test_the_guard_confines_the_job_on_the_node(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from proctor.hosted.confine import DEFAULT_UIDS, host_problem, uid_range
+
+    problem = host_problem()
+    assert problem is None or not os.environ.get("CI"), problem
+    if problem is not None:
+        pytest.skip(f"this machine cannot confine sandboxes: {problem}")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host only")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    probe = (
+        "import os, socket; print('uid', os.getuid())\n"
+        f"for path in ('/etc/shadow', '/proc/1/environ', {str(secret)!r}):\n"
+        "    try: open(path).read(); print('READ', path)\n"
+        "    except OSError: print('refused', path)\n"
+        f"try: socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')\n"
+        "except OSError: print('refused port')\n"
+    )
+    command = f"python3 -c {shlex.quote(probe)}; echo key=$MODEL_KEY"
+    try:
+        spec = SandboxSpec(evaluation_id="ev-confined", command=command, env={"MODEL_KEY": "k1"})
+        handle = backend.start(spec)
+        state = _wait_exit(backend, handle)
+    finally:
+        listener.close()
+    logs = backend.logs(handle)
+    assert state.exit_code == 0, logs
+    uid = int(logs.split("\nuid ")[1].split()[0])
+    assert uid in uid_range(DEFAULT_UIDS)
+    lines = logs.splitlines()  # (Ray's log starts with the entrypoint, the probe included)
+    assert not [line for line in lines if line.startswith(("READ", "CONNECTED"))], logs
+    assert len([line for line in lines if line.startswith("refused")]) == 4, logs
+    assert "key=k1" in lines
 
 
 @contextlib.contextmanager

@@ -68,3 +68,14 @@ def test_summary_averages_rewards_metrics_and_errors() -> None:
         "avg_error": 0.5,
     }
     assert summarize([]) == {"avg_reward": 0.0, "avg_metrics": {}, "avg_error": 0.0}
+
+
+def test_lone_surrogate_halves_are_mended_not_dropped() -> None:
+    # What a model cut mid-emoji returns: the platform refuses it, so the SDK sends U+FFFD.
+    record = make_record(0, reward=1.0)
+    record["messages"][-1]["content"] = "cut \ud83d"
+    line = encode_sample(project_sample(record))
+    sample = json.loads(line)
+    assert sample["completion"][-1]["content"] == "cut \ufffd"
+    assert sample["reward"] == 1.0
+    assert json.loads(encode_sample({"ok": "\U0001f600"})) == {"ok": "\U0001f600"}

@@ -77,6 +77,17 @@ class CommandParser(argparse.ArgumentParser):
             (file or sys.stdout).write(message)
 
 
+def port_number(text: str) -> int:
+    """argparse type of a TCP port flag: 0-65535 (0: any free one, where a command allows)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (0-65535)")
+    return value
+
+
 def add_data_dir_option(subcommands: Iterable[argparse.ArgumentParser]) -> None:
     """Give every subcommand `--data-dir`: commands that act on the server's database directly."""
     for parser in subcommands:

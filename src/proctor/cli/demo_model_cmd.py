@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import CommandParser, port_number
 from proctor.errors import ConfigError
 
 
@@ -14,7 +14,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve the scripted demo model (a stand-in for a real endpoint) on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind")
-    parser.add_argument("--port", type=int, default=8001, help="TCP port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=port_number, default=8001, help="TCP port; 0 picks a free one"
+    )
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="delay before each answer, in milliseconds"
     )
@@ -33,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str]) -> int:
-    """Parse the flags and serve until SIGTERM/SIGINT."""
+    """Parse the flags and serve until SIGINT, SIGTERM or SIGHUP (exit 130, 143, 129)."""
     args = _parser().parse_args(argv)
     # Imported after parsing: aiohttp and pydantic would make `--help` and bad flags slow.
     from pydantic import ValidationError
@@ -57,5 +59,6 @@ def run(argv: list[str]) -> int:
     def ready(url: str) -> None:
         print(f"demo model serving on {url}", flush=True)
 
-    serve(config, ready=ready)
-    return 0
+    stopped_by = serve(config, ready=ready)
+    # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, as for every long-running command.
+    return 128 + stopped_by if stopped_by else 0

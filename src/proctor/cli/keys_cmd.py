@@ -7,8 +7,10 @@ These commands open the same database as `proctor server` (`--data-dir`, or
 from __future__ import annotations
 
 import argparse
+import os
 
 from proctor.cli._parser import CommandParser, add_data_dir_option
+from proctor.errors import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +41,10 @@ def run(argv: list[str]) -> int:
     from proctor.server.db.base import as_utc
     from proctor.server.setup import database_of
 
-    with database_of(args.data_dir, create=args.action == "create") as db:
+    create = args.action == "create"
+    if create:
+        _refuse_a_mistyped_data_dir(args.data_dir)
+    with database_of(args.data_dir, create=create) as db:
         if args.action == "create":
             with db.write() as session:
                 created = service.create_key(
@@ -75,3 +80,23 @@ def run(argv: list[str]) -> int:
                 key_id = key.id
             print(f"revoked key {key_id}")
     return 0
+
+
+def _refuse_a_mistyped_data_dir(flag: str | None) -> None:
+    """A data directory named (flag or PROCTOR_DATA_DIR) that holds no database is most likely
+    a typo: a key made there would be one no server knows. The default one may be new."""
+    named = flag or os.environ.get("PROCTOR_DATA_DIR")
+    if not named:
+        return
+    from proctor.server.setup import settings_from
+
+    settings = settings_from(flag)
+    if settings.database_url:
+        return
+    data_dir = settings.resolved_data_dir()
+    if not (data_dir / "proctor.db").is_file():
+        raise ConfigError(
+            f"there is no proctor database in {data_dir}; check --data-dir (or "
+            f"PROCTOR_DATA_DIR), or run `proctor server migrate --data-dir {data_dir}` first "
+            "to start a new platform there"
+        )

@@ -38,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sandbox-isolation",
-        choices=["none", "bwrap"],
-        help="isolate local sandboxes (default: $PROCTOR_HOSTED_ISOLATION, else none)",
+        choices=["bwrap", "none"],
+        help="confine sandboxes (bwrap) or run them as this user on a single-user server "
+        "(none) (default: $PROCTOR_HOSTED_ISOLATION, else bwrap)",
     )
     parser.add_argument(
         "--max-sandboxes",

@@ -1,7 +1,8 @@
 """`proctor quickstart`: a local platform, the demo model and one hosted evaluation.
 
 Shows the evaluation's live logs, then its metrics and dashboard URL, and keeps serving
-until Ctrl-C (`--exit`: stop once the evaluation has ended).
+until Ctrl-C, SIGTERM or SIGHUP, which stop everything it started (exit 130, 143, 129;
+`--exit`: stop once the evaluation has ended).
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.cli._logging import configure_logging
-from proctor.cli._parser import CommandParser
+from proctor.cli._parser import CommandParser, port_number
+from proctor.cli._signals import exit_code, interrupt_on_stop_signals
 from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
+
+if TYPE_CHECKING:
+    from proctor.server.quickstart import Quickstart, QuickstartOptions
 
 QUICKSTART_FIELDS = ("num_examples", "rollouts_per_example", "max_concurrent", "sampling")
 """The `proctor eval` flags quickstart takes for its hosted evaluation."""
@@ -30,8 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         "alphabet-sort evaluation; follow it, then keep serving until Ctrl-C.",
     )
     parser.add_argument("--data-dir", default="~/.proctor", help="data directory")
-    parser.add_argument("--port", type=int, default=8000, help="platform port")
-    parser.add_argument("--model-port", type=int, default=8001, help="demo model port")
+    parser.add_argument("--port", type=port_number, default=8000, help="platform port")
+    parser.add_argument("--model-port", type=port_number, default=8001, help="demo model port")
     # `proctor eval`'s flags; alphabet-sort has no end, so -n needs a number by default.
     add_eval_flags(parser, QUICKSTART_FIELDS, defaults={"num_examples": QUICKSTART_EXAMPLES})
     parser.add_argument(  # this command's spelling before it took eval's flags
@@ -74,6 +79,14 @@ def run(argv: list[str]) -> int:
         overrides=check_overrides(given_overrides(args, QUICKSTART_FIELDS)),
     )
     quick = Quickstart(options)
+    with interrupt_on_stop_signals() as received:
+        return _run(args, quick, options, received)
+
+
+def _run(
+    args: argparse.Namespace, quick: Quickstart, options: QuickstartOptions, received: list[int]
+) -> int:
+    """Start, follow and serve until Ctrl-C, SIGTERM or SIGHUP; everything is stopped after."""
     try:
         _say(f"starting the platform on {quick.api_url} (data in {options.data_dir})")
         key = quick.start()
@@ -100,6 +113,6 @@ def run(argv: list[str]) -> int:
         return 1
     except KeyboardInterrupt:
         _say("stopping")
-        return 0
+        return exit_code(received)
     finally:
         quick.stop()

@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import signal
 import socket
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
-from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
+from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser, port_number
 from proctor.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("action", nargs="?", choices=["migrate"], help="only apply migrations")
     parser.add_argument("--host", help="address to bind (default: $PROCTOR_HOST, else 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, help="port to listen on (default: $PROCTOR_PORT, else 8000)"
+        "--port", type=port_number, help="port to listen on (default: $PROCTOR_PORT, else 8000)"
     )
     parser.add_argument(
         "--data-dir",
@@ -97,7 +99,26 @@ def serve(settings: Settings, *, log_level: str = "info", access_log: bool = Fal
     logging.getLogger("proctor.server").info(
         "serving %s (dashboard at /, API under /api/v1)", settings.local_url()
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+    # uvicorn stops gracefully on SIGINT/SIGTERM (the launcher ends its sandboxes) and then
+    # dies of the signal; a SIGHUP (the terminal closed) takes the same way out.
+    hangups: list[int] = []
+    hup = signal.SIGHUP
+    ignored = signal.getsignal(hup) is signal.SIG_IGN  # nohup: it stays ignored
+
+    def on_hangup(signum: int, frame: FrameType | None) -> None:
+        if not hangups:
+            hangups.append(signum)
+            server.handle_exit(signum, frame)
+
+    previous = None if ignored else signal.signal(hup, on_hangup)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if previous is not None:
+            signal.signal(hup, signal.SIG_DFL)
+    if hangups:
+        signal.raise_signal(hup)  # exit 129, as a hung-up process does
     return 0
 
 

@@ -306,14 +306,24 @@ async def start_server(
     return runner, f"http://{host}:{port}/v1"
 
 
-def serve(config: DemoModelConfig, *, ready: Callable[[str], None] | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then stop cleanly; `ready(url)` runs once listening."""
+def serve(config: DemoModelConfig, *, ready: Callable[[str], None] | None = None) -> int | None:
+    """Serve until SIGTERM, SIGINT or SIGHUP (unless ignored, as under nohup), then stop
+    cleanly; `ready(url)` runs once listening. Returns the signal that stopped it."""
+    stopped_by: list[int] = []
+    stops = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        stops.append(signal.SIGHUP)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+
+        def stopping(sig: int) -> None:
+            stopped_by.append(sig)
+            stop.set()
+
+        for sig in stops:
+            loop.add_signal_handler(sig, stopping, sig)
         runner, url = await start_server(config)
         logger.info("demo model serving on %s", url)
         if ready is not None:
@@ -331,3 +341,4 @@ def serve(config: DemoModelConfig, *, ready: Callable[[str], None] | None = None
         loop_factory = None
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(main())
+    return stopped_by[0] if stopped_by else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,7 +25,6 @@ RESUME_FIELDS = (
     "model",
     "sampling",
     "judge",
-    "shard",
 )
 """What must match the saved config for `--resume` to continue a run."""
 
@@ -47,6 +46,18 @@ class RunConfig(BaseModel):
     id: str | None = Field(default=None, json_schema_extra={"cli": False})
     """Set by the engine: the platform run's id (read-only)."""
 
+    @field_validator("dir", "name")
+    @classmethod
+    def _inside_the_output_dir(cls, value: str | None) -> str | None:
+        """The run directory is `<output_dir>/<dir or name>`: it must stay there."""
+        if value is not None and (
+            not value.strip() or PurePath(value).is_absolute() or ".." in PurePath(value).parts
+        ):
+            raise ValueError(
+                f"must name a directory inside -o (a relative path without '..'), not {value!r}"
+            )
+        return value
+
 
 class EvalConfig(BaseModel):
     """One evaluation: which environment, which model, how many rollouts, where results go."""
@@ -61,9 +72,6 @@ class EvalConfig(BaseModel):
     """Number of tasks to evaluate; required for infinite tasksets (default: the whole taskset)."""
     rollouts_per_example: int = Field(default=1, ge=1)
     """Rollouts per task."""
-    shard: str | None = None
-    """Run only slice I of N (`I/N`, I from 0 to N-1) of the (example, rollout) pairs, into the
-    evaluation `--run.attach` names; shards never finalize it (`proctor evals finalize` does)."""
     max_concurrent: int = Field(default=128, ge=1)
     """Episodes kept in flight at once."""
     workers: int | None = Field(default=None, ge=1)
@@ -95,13 +103,6 @@ class EvalConfig(BaseModel):
     """The judge model, for environments with judge rewards."""
     run: RunConfig = Field(default_factory=RunConfig)
     """Run identity and directory."""
-
-    @field_validator("shard")
-    @classmethod
-    def _shard_form(cls, value: str | None) -> str | None:
-        if value is not None:
-            shard_slice(value)
-        return value
 
     def resolved(self) -> EvalConfig:
         """A copy with the run name and directory filled in."""
@@ -135,21 +136,3 @@ def default_run_name(env: str, model: str, *, kind: str = "") -> str:
     """`<env>--<model>--<kind-><short id>`, safe as a directory name (`kind`: e.g. "hosted")."""
     safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
     return f"{env}--{safe_model}--{kind + '-' if kind else ''}{uuid.uuid4().hex[:8]}"
-
-
-def shard_slice(shard: str) -> tuple[int, int]:
-    """`"I/N"` -> (I, N); a ValueError naming the form for anything else."""
-    index, sep, count = shard.partition("/")
-    if not (sep and index.isdigit() and count.isdigit() and int(index) < int(count)):
-        raise ValueError(
-            f"{shard!r} is no shard: give I/N with 0 <= I < N, e.g. 0/4 for the first of four"
-        )
-    return int(index), int(count)
-
-
-def in_shard(position: int, shard: str | None) -> bool:
-    """Whether the pair at `position` in the run's plan belongs to `shard` (round robin)."""
-    if shard is None:
-        return True
-    index, count = shard_slice(shard)
-    return position % count == index

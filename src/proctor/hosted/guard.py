@@ -24,6 +24,11 @@ and calling the model in both cases. The guard closes both holes:
   watchdog forks away from the guard into a session of its own, so neither Ray's killpg
   of the entrypoint's group nor its snapshot of the entrypoint's children kills it first.
 
+When the job's metadata carries a confinement policy (the launcher's default), the guard
+runs the command through `proctor.hosted.confine` on the node: the same confinement as the
+local backend's (its own uid, root, network and cgroup), refused there in one sentence when
+the node cannot confine.
+
 The guard also moves the sandbox's environment out of the job's metadata (see
 `proctor.hosted.ray_jobs`): Ray hands the metadata to the entrypoint only through its
 environment (`RAY_JOB_CONFIG_JSON_ENV_VAR`), where `runtime_env.env_vars` would also stand
@@ -38,13 +43,18 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from types import FrameType
+from typing import Any
 
 RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 """The variable through which Ray's supervisor hands a job's metadata to its entrypoint."""
 ENV_METADATA_KEY = "proctor_env"
 """The job-metadata entry that holds the sandbox's environment (a JSON object)."""
+CONFINE_METADATA_KEY = "proctor_confine"
+"""The job-metadata entry that holds the sandbox's confinement policy, applied on the node
+(`proctor.hosted.confine.Policy` as JSON, less the command and the environment)."""
 
 _DONE = b"done"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -74,6 +84,32 @@ def sandbox_environment(environ: dict[str, str]) -> dict[str, str]:
     # What Ray itself reads there stays; the secrets are not copied into the command's copy.
     env[RAY_JOB_CONFIG] = json.dumps(config)
     return env
+
+
+def confinement(environ: dict[str, str]) -> dict[str, Any] | None:
+    """The confinement policy the job's metadata carries, if any."""
+    raw = environ.get(RAY_JOB_CONFIG)
+    if raw is None:
+        return None
+    try:
+        text = json.loads(raw).get("metadata", {}).get(CONFINE_METADATA_KEY)
+        policy = json.loads(text) if text else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return policy if isinstance(policy, dict) else None
+
+
+def confined_command(
+    policy: dict[str, Any], command: str, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run `command` under `policy` on this node: the
+    sandbox's variables go to the confinement in a file only root reads, never as its own."""
+    fd, path = tempfile.mkstemp(prefix="proctor-env-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump({k: v for k, v in env.items() if k != RAY_JOB_CONFIG}, f)
+    full = {**policy, "command": command, "env_file": path, "workdir": None}
+    argv = [sys.executable, "-m", "proctor.hosted.confine", json.dumps(full)]
+    return argv, {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")}
 
 
 def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -136,11 +172,12 @@ def run(command: str) -> int:
 
     for sig in _STOP_SIGNALS:
         signal.signal(sig, on_signal)
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", command],
-        env=sandbox_environment(dict(os.environ)),
-        start_new_session=True,
-    )
+    argv = ["/bin/sh", "-c", command]
+    env = sandbox_environment(dict(os.environ))
+    policy = confinement(dict(os.environ))
+    if policy is not None:
+        argv, env = confined_command(policy, command, env)
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
     os.write(write_fd, f"{proc.pid}\n".encode())
     deadline: float | None = None
     while True:

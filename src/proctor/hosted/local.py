@@ -1,18 +1,21 @@
 """The `local` sandbox backend: one subprocess per evaluation, in its own process group.
 
 The command runs under `/bin/sh` in a working directory under the data dir, with stdout and
-stderr captured to a log file. A small shell wrapper writes the command's exit code to a
-file, so a launcher that restarted (and so is no longer the parent) still learns how a
-re-adopted sandbox ended. Processes are told apart from a reused pid by their start time.
+stderr captured to a log file. By default it runs confined (`proctor.hosted.confine`: its
+own uid, root, network, cgroup); `isolation = "none"` runs it as the server's own user,
+which only a single-user server may do (the launcher checks). A small shell wrapper
+writes the command's exit code to a file, so a launcher that restarted (and so is no
+longer the parent) still learns how a re-adopted sandbox ended. Processes are told apart
+from a reused pid by their start time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -23,7 +26,16 @@ from typing import Any, Literal
 import psutil
 from pydantic import BaseModel
 
-from proctor.errors import ConfigError
+from proctor.errors import SandboxError
+from proctor.hosted.confine import (
+    DEFAULT_UIDS,
+    Limits,
+    Policy,
+    command_line,
+    host_problem,
+    limits_from_settings,
+    refusal,
+)
 from proctor.hosted.sandbox import (
     BackendName,
     SandboxHandle,
@@ -35,7 +47,8 @@ from proctor.hosted.sandbox import (
 
 logger = logging.getLogger(__name__)
 
-Isolation = Literal["none", "bwrap"]
+Isolation = Literal["bwrap", "none"]
+"""`bwrap`: confined (the default); `none`: the server's own user, unconfined."""
 
 
 class Config(BaseModel):
@@ -43,18 +56,26 @@ class Config(BaseModel):
 
     type: Literal["local"] = "local"
     """The backend's name."""
-    isolation: Isolation = "none"
-    """`bwrap` runs each sandbox under bubblewrap; `none` runs it directly."""
+    isolation: Isolation = "bwrap"
+    """`bwrap` confines each sandbox (`proctor.hosted.confine`); `none` runs it directly."""
+    uids: str = DEFAULT_UIDS
+    """The uid range confined sandboxes take their own uid from."""
+    limits: Limits = Limits()
+    """Each confined sandbox's memory, process and CPU caps."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
-        """The options from the launcher's settings (`PROCTOR_HOSTED_ISOLATION`)."""
-        return cls(isolation=settings.get("isolation", "none"))
+        """The options from the launcher's settings (`PROCTOR_HOSTED_ISOLATION`, `_UIDS`...)."""
+        return cls(
+            isolation=settings.get("isolation", "bwrap"),
+            uids=settings.get("uids", DEFAULT_UIDS),
+            limits=limits_from_settings(settings),
+        )
 
 
 def create(config: Config) -> LocalSandbox:
     """The backend for `config`."""
-    return LocalSandbox(isolation=config.isolation)
+    return LocalSandbox(isolation=config.isolation, uids=config.uids, limits=config.limits)
 
 
 def handle_token(handle: SandboxHandle) -> str:
@@ -104,16 +125,24 @@ class LocalSandbox:
     """Runs sandboxes as local process groups.
 
     Args:
-        isolation: `"bwrap"` runs each sandbox under bubblewrap (read-only root, private
-            /tmp and pid namespace, writable working dir); `"none"` runs it directly.
+        isolation: `"bwrap"` confines each sandbox (`proctor.hosted.confine`); `"none"`
+            runs it directly, as the server's user.
+        uids: the uid range confined sandboxes take their uid from.
+        limits: each confined sandbox's caps.
     """
 
     name: BackendName = "local"
 
-    def __init__(self, *, isolation: Isolation = "none") -> None:
-        if isolation == "bwrap" and shutil.which("bwrap") is None:
-            raise ConfigError("--sandbox-isolation bwrap needs bubblewrap; install `bwrap`.")
+    def __init__(
+        self,
+        *,
+        isolation: Isolation = "bwrap",
+        uids: str = DEFAULT_UIDS,
+        limits: Limits | None = None,
+    ) -> None:
         self.isolation = isolation
+        self.uids = uids
+        self.limits = limits or Limits()
         # Our own children, so their exit codes are collected and no zombie is left.
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -126,12 +155,35 @@ class LocalSandbox:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path = log_path.parent / "exit_code"
         exit_path.unlink(missing_ok=True)
-        argv = ["/bin/sh", "-c", _wrapped(spec.command, exit_path)]
+        env = {**base_environment(), **spec.env, "EVALUATION_ID": spec.evaluation_id}
+        command = spec.command
         if self.isolation == "bwrap":
+            problem = host_problem()
+            if problem is not None:
+                raise SandboxError(refusal(problem)[0].upper() + refusal(problem)[1:] + ".")
+            # The sandbox's variables go to the confinement in a file only root reads; it
+            # runs as root and takes none of them as its own.
+            env_file = log_path.parent / "env.json"
+            fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(env, f)
+            policy = Policy(
+                command=command,
+                name=spec.evaluation_id,
+                workdir=str(workdir),
+                uids=self.uids,
+                limits=self.limits,
+                endpoints=list(spec.endpoints),
+                package=spec.package,
+                hidden=[str(p) for p in spec.hidden],
+                env_file=str(env_file),
+            )
+            command = command_line(policy)
+            env = {k: v for k, v in base_environment().items() if k in ("PATH", "LANG", "TZ")}
+        else:
             for path in spec.writable:
                 path.mkdir(parents=True, exist_ok=True)
-            argv = self._bwrap(workdir, log_path.parent, spec.writable) + argv
-        env = {**base_environment(), **spec.env, "EVALUATION_ID": spec.evaluation_id}
+        argv = ["/bin/sh", "-c", _wrapped(command, exit_path)]
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 argv,
@@ -154,35 +206,6 @@ class LocalSandbox:
             started_at=started_at,
             log_path=str(log_path),
         )
-
-    def _bwrap(
-        self, workdir: Path, sandbox_dir: Path, writable: tuple[Path, ...] = ()
-    ) -> list[str]:
-        binds = [arg for path in writable for arg in ("--bind", str(path), str(path))]
-        return [
-            "bwrap",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--bind",
-            str(sandbox_dir),
-            str(sandbox_dir),
-            "--bind",
-            str(workdir),
-            str(workdir),
-            *binds,
-            "--unshare-pid",
-            "--die-with-parent",
-            "--chdir",
-            str(workdir),
-            "--",
-        ]
 
     def _alive(self, handle: SandboxHandle) -> bool:
         """Whether the handle's process still exists (and is not a pid reused by another)."""

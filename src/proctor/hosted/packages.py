@@ -1,19 +1,17 @@
-"""A sandbox's own virtual environment for a published environment package.
+"""A published environment package's own directory of installed packages, per content hash.
 
 The launcher prefixes a hosted run of a pushed environment with
 `python -m proctor.hosted.packages --wheel W --sha256 H --venvs DIR -- <proctor args>`.
-That checks the stored wheel against its published SHA-256, makes a virtual environment,
-installs the wheel there with pip (its dependencies from the configured package index), and
-then replaces itself with that environment's `python -m proctor.cli.main <proctor args>`:
-the same `proctor eval` command as for an installed environment.
+`prepare` checks the stored wheel against its published SHA-256 and pip-installs it (its
+dependencies from the configured package index, wheels only: no build runs) into
+`DIR/<sha256>`, cached there for later runs (or per sandbox with `--no-cache`), behind a
+file lock, and marked ready only once pip has succeeded. Then `main` runs `proctor <args>`
+in this interpreter with that directory added *after* proctor's own packages on
+`sys.path`: a package pinning other versions of proctor's dependencies never shadows them.
 
-The venv links the server's own site-packages (a `.pth` file) instead of reinstalling
-proctor and its dependencies: it starts in milliseconds and needs no index for what the
-server already has. Its own site-packages come first on `sys.path`, so a package pinning
-other versions gets them in the venv; pip never changes the server's environment (it only
-installs into the venv and will not uninstall outside it). Venvs are cached per content
-hash under `--venvs` (or built per sandbox with `--no-cache`), behind a file lock, and
-marked ready only once pip has succeeded.
+A confined sandbox (`proctor.hosted.confine`) gets the directory built outside, by the
+confinement as root (with the server's own pip: nothing of the package runs there), and
+sees it read-only; the prefix inside then only finds it ready.
 """
 
 from __future__ import annotations
@@ -22,13 +20,13 @@ import argparse
 import fcntl
 import hashlib
 import os
+import runpy
 import shlex
 import shutil
 import site
 import subprocess
 import sys
 import time
-import venv
 import zipfile
 from email.parser import HeaderParser
 from importlib import metadata
@@ -76,34 +74,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _link_server(env_dir: Path) -> Path:
-    """Create the venv and point it at this interpreter's site-packages; returns its python."""
-    venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    paths = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    user_site = site.getusersitepackages()
-    if site.ENABLE_USER_SITE and Path(user_site).is_dir():
-        paths.append(user_site)
-    # addsitedir (not a plain path line) so the server's own .pth files, editable installs
-    # included, are processed too; it appends, so the venv's packages win.
-    line = "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in paths)
-    (Path(purelib) / "_proctor_server.pth").write_text(line + "\n")
-    return python
-
-
-def _requirements_met(wheel: Path) -> bool:
-    """Whether every requirement of the wheel is already installed here (so pip may skip
-    resolving the whole tree of what the server has, which takes seconds)."""
+def _missing_requirements(wheel: Path) -> list[str] | None:
+    """The wheel's requirements this interpreter does not already satisfy (so pip installs
+    only those: it cannot see the server's packages from `--target`); None: unreadable."""
     try:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
-        return False
+        return None
+    missing: list[str] = []
     try:
         with zipfile.ZipFile(wheel) as archive:
             name = next(
@@ -114,69 +92,112 @@ def _requirements_met(wheel: Path) -> bool:
             req = Requirement(str(text))
             if req.marker is not None and not req.marker.evaluate({"extra": ""}):
                 continue
-            if req.url or req.extras:
-                return False
-            if not req.specifier.contains(metadata.version(req.name), prereleases=True):
-                return False
+            try:
+                met = not req.url and req.specifier.contains(
+                    metadata.version(req.name), prereleases=True
+                )
+            except metadata.PackageNotFoundError:
+                met = False
+            if not met:
+                missing.append(str(req))
     except (StopIteration, zipfile.BadZipFile, OSError, InvalidRequirement):
-        return False
-    except metadata.PackageNotFoundError:
-        return False
-    return True
+        return None
+    return missing
 
 
-def _install(env_dir: Path, wheel: Path, index_url: str | None, ref: str) -> Path | None:
-    """Build the venv and pip-install the wheel into it; None (and no venv) on failure."""
-    started = time.monotonic()
-    python = _link_server(env_dir)
+def _pip(target: Path, index_url: str | None, *args: str) -> int:
     command = [
-        str(python),
+        sys.executable,
         "-m",
         "pip",
         "install",
         "--no-input",
         "--disable-pip-version-check",
         "--no-warn-script-location",
+        "--only-binary=:all:",  # never build (and so run) anything of the package here
+        "--target",
+        str(target),
     ]
-    if _requirements_met(wheel):
-        command.append("--no-deps")  # the server already has every dependency
     if index_url:
         command += ["--index-url", index_url]
-    command.append(str(wheel))
-    _say(f"installing {ref} into {env_dir}")
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(env_dir, ignore_errors=True)
-        _say(f"installing {ref} failed (pip exited {done.returncode}); see pip's output above")
+    sys.stderr.flush()
+    done = subprocess.run(
+        [*command, *args], stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
+    )
+    return done.returncode
+
+
+def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path | None:
+    """pip-install the wheel into `target` (built aside, then renamed); None on failure."""
+    started = time.monotonic()
+    building = target.with_name(f"{target.name}.building")
+    shutil.rmtree(building, ignore_errors=True)
+    _say(f"installing {ref}")
+    missing = _missing_requirements(wheel)
+    if missing is None:
+        code = _pip(building, index_url, str(wheel))
+    else:
+        # What the server has is not installed again (it comes first on sys.path anyway).
+        code = _pip(building, index_url, *missing) if missing else 0
+        if code == 0:
+            code = _pip(building, index_url, "--no-deps", str(wheel))
+    if code != 0:
+        shutil.rmtree(building, ignore_errors=True)
+        _say(f"installing {ref} failed (pip exited {code}); see pip's output above")
         return None
-    (env_dir / _READY).write_text(f"{time.time()}\n")
+    (building / _READY).write_text(f"{time.time()}\n")
+    for root, dirs, files in os.walk(building):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if os.access(path, os.X_OK) else 0o644)
+    shutil.rmtree(target, ignore_errors=True)
+    building.rename(target)
     _say(f"installed {ref} in {time.monotonic() - started:.1f}s")
-    return python
+    return target
+
+
+def ready(venvs: Path, sha256: str) -> Path | None:
+    """The package's directory, when it is built and complete."""
+    target = venvs / sha256
+    return target if (target / _READY).is_file() else None
 
 
 def prepare(
     wheel: Path, sha256: str, venvs: Path, *, cache: bool, index_url: str | None, ref: str
 ) -> Path | None:
-    """The python of a venv holding the wheel: cached by its hash, or built for this sandbox."""
+    """The directory holding the wheel's packages: cached by its hash, or built afresh."""
+    if cache and (found := ready(venvs, sha256)) is not None:
+        _say(f"reusing the environment of {ref} (cached by content hash)")
+        return found
     if not wheel.is_file() or _sha256(wheel) != sha256:
         _say(f"the stored package of {ref} is missing or does not match its SHA-256; push again")
         return None
-    if not cache:
-        return _install(venvs, wheel, index_url, ref)
     venvs.mkdir(parents=True, exist_ok=True)
-    env_dir = venvs / sha256
     with (venvs / f"{sha256}.lock").open("w") as lock:
         # One sandbox builds it; the others wait here and then reuse it.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (env_dir / _READY).is_file():
+        if cache and (found := ready(venvs, sha256)) is not None:
             _say(f"reusing the environment of {ref} (cached by content hash)")
-            return env_dir / "bin" / "python"
-        shutil.rmtree(env_dir, ignore_errors=True)  # a build that died half-way
-        return _install(env_dir, wheel, index_url, ref)
+            return found
+        return _install(venvs / sha256, wheel, index_url, ref)
+
+
+def run_proctor(site_dir: Path, args: list[str]) -> int:
+    """`proctor <args>` in this process, with the package's directory after proctor's own."""
+    site.addsitedir(str(site_dir))  # appended: proctor's pinned packages come first
+    sys.argv = ["proctor", *args]
+    try:
+        runpy.run_module("proctor.cli.main", run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Install, then exec `proctor <args>` in the package's venv."""
+    """Install (unless built already), then run `proctor <args>` with the package."""
     parser = argparse.ArgumentParser(prog="python -m proctor.hosted.packages")
     parser.add_argument("--wheel", required=True, type=Path)
     parser.add_argument("--sha256", required=True)
@@ -187,15 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    python = prepare(
-        ns.wheel, ns.sha256, ns.venvs, cache=ns.cache, index_url=ns.index_url, ref=ns.ref
-    )
-    if python is None:
+    inside = os.environ.get("PROCTOR_SANDBOX_PACKAGES")
+    # Built outside by the confinement, and shown to the sandbox there.
+    site_dir = ready(Path(inside), ns.sha256) if inside else ready(ns.venvs, ns.sha256)
+    if site_dir is None:
+        site_dir = prepare(
+            ns.wheel, ns.sha256, ns.venvs, cache=ns.cache, index_url=ns.index_url, ref=ns.ref
+        )
+    if site_dir is None:
         return INSTALL_FAILED
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(str(python), [str(python), "-m", "proctor.cli.main", *args])
-    return 0  # not reached
+    return run_proctor(site_dir, args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from proctor.errors import ConfigError, SandboxError
-from proctor.hosted.guard import ENV_METADATA_KEY
+from proctor.hosted.confine import DEFAULT_UIDS, Limits, Policy, limits_from_settings
+from proctor.hosted.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY
+from proctor.hosted.local import Isolation
 from proctor.hosted.sandbox import (
     BackendName,
     SandboxHandle,
@@ -51,6 +53,12 @@ class Config(BaseModel):
     """The cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`."""
     stop_grace_seconds: float = 5.0
     """Time between the stop signal and SIGKILL (`PROCTOR_HOSTED_STOP_GRACE_SECONDS`)."""
+    isolation: Isolation = "bwrap"
+    """`bwrap`: the guard confines the command on the node; `none`: it does not."""
+    uids: str = DEFAULT_UIDS
+    """The uid range confined sandboxes take their own uid from, on each node."""
+    limits: Limits = Limits()
+    """Each confined sandbox's memory, process and CPU caps."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
@@ -65,12 +73,24 @@ class Config(BaseModel):
                 "The ray sandbox needs the cluster's job API address; pass --ray-address "
                 "or set PROCTOR_HOSTED_RAY_ADDRESS."
             )
-        return cls(address=address, stop_grace_seconds=settings.get("stop_grace_seconds", 5.0))
+        return cls(
+            address=address,
+            stop_grace_seconds=settings.get("stop_grace_seconds", 5.0),
+            isolation=settings.get("isolation", "bwrap"),
+            uids=settings.get("uids", DEFAULT_UIDS),
+            limits=limits_from_settings(settings),
+        )
 
 
 def create(config: Config) -> RaySandbox:
     """The backend for `config`."""
-    return RaySandbox(config.address, stop_grace_seconds=config.stop_grace_seconds)
+    return RaySandbox(
+        config.address,
+        stop_grace_seconds=config.stop_grace_seconds,
+        isolation=config.isolation,
+        uids=config.uids,
+        limits=config.limits,
+    )
 
 
 def handle_token(handle: SandboxHandle) -> str:
@@ -90,12 +110,27 @@ class RaySandbox:
         address: the cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`.
         stop_grace_seconds: time the guard gives the command between the stop signal and
             SIGKILL (fixed when the job starts: Ray's stop takes no grace of its own).
+        isolation: `"bwrap"` has the guard confine each sandbox on its node
+            (`proctor.hosted.confine`); `"none"` runs it as the Ray worker's user.
+        uids: the uid range confined sandboxes take their uid from.
+        limits: each confined sandbox's caps.
     """
 
     name: BackendName = "ray"
 
-    def __init__(self, address: str, *, stop_grace_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        stop_grace_seconds: float = 5.0,
+        isolation: Isolation = "bwrap",
+        uids: str = DEFAULT_UIDS,
+        limits: Limits | None = None,
+    ) -> None:
         self.stop_grace_seconds = stop_grace_seconds
+        self.isolation = isolation
+        self.uids = uids
+        self.limits = limits or Limits()
         try:
             from ray.job_submission import JobSubmissionClient
         except ImportError as e:
@@ -117,6 +152,24 @@ class RaySandbox:
         # exec: the guard is the process Ray started, the one its stop and a kill reach.
         guard = f"{shlex.quote(sys.executable)} -m proctor.hosted.guard"
         wait = math.ceil(self.stop_grace_seconds) + 1
+        metadata = {
+            "evaluation_id": spec.evaluation_id,
+            "launcher": "proctor",
+            ENV_METADATA_KEY: json.dumps(env),
+        }
+        if self.isolation == "bwrap":
+            # Applied by the guard on the node; the command and environment join it there.
+            policy = Policy(
+                command="",
+                name=spec.evaluation_id,
+                uids=self.uids,
+                limits=self.limits,
+                endpoints=list(spec.endpoints),
+                package=spec.package,
+            )
+            metadata[CONFINE_METADATA_KEY] = policy.model_dump_json(
+                exclude={"command", "workdir", "env_file"}
+            )
         try:
             self._client.submit_job(
                 entrypoint=f"exec {guard} {shlex.quote(spec.command)}",
@@ -124,11 +177,7 @@ class RaySandbox:
                 # Read by Ray's supervisor (how long before it SIGKILLs) and by the guard
                 # (a second less, so it finishes first). Not a secret.
                 runtime_env={"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(wait)}},
-                metadata={
-                    "evaluation_id": spec.evaluation_id,
-                    "launcher": "proctor",
-                    ENV_METADATA_KEY: json.dumps(env),
-                },
+                metadata=metadata,
             )
         except Exception as e:
             raise SandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e

@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 BackendName = str
 """A registered backend's `type` (`proctor.hosted.backends.backend_types()`)."""
@@ -34,7 +34,14 @@ class SandboxSpec:
     log_path: Path | None = None
     """Where the local backend captures stdout and stderr."""
     writable: tuple[Path, ...] = ()
-    """More directories the command may write to under isolation (e.g. the venv cache)."""
+    """More directories an unconfined command writes to (e.g. the venv cache)."""
+    endpoints: tuple[str, ...] = ()
+    """The URLs a confined sandbox may reach: the platform, the model, the judge."""
+    package: dict[str, Any] | None = None
+    """A published environment a confined sandbox's packages are built from, outside it
+    (`proctor.hosted.packages.prepare`'s arguments)."""
+    hidden: tuple[Path, ...] = ()
+    """Paths a confined sandbox never sees, even inside its runtime (the data dir)."""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.errors import ConfigError
 
@@ -97,6 +98,13 @@ class ClientConfig(BaseModel):
         return os.environ.get(self.api_key_var) or None
 
 
+PROVIDER_PARAMETERS = frozenset(
+    {"top_k", "min_p", "top_a", "typical_p", "repetition_penalty", "logit_bias", "logprobs",
+     "top_logprobs", "n", "response_format", "reasoning_effort", "max_completion_tokens"}
+)  # fmt: skip
+"""Parameters some endpoints take that proctor does not model; they pass through as given."""
+
+
 class SamplingConfig(BaseModel):
     """Sampling parameters sent with every chat-completion request (unset ones are omitted)."""
 
@@ -116,6 +124,19 @@ class SamplingConfig(BaseModel):
     """Presence penalty."""
     frequency_penalty: float | None = None
     """Frequency penalty."""
+
+    @model_validator(mode="after")
+    def _no_typos(self) -> SamplingConfig:
+        """Unknown keys pass through to the endpoint, unless one is a near-miss of a known
+        parameter (`temprature`): then it is a typo that would silently change nothing."""
+        known = list(type(self).model_fields)
+        for key in self.model_extra or {}:
+            if key in PROVIDER_PARAMETERS:
+                continue
+            near = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+            if near:
+                raise ValueError(f"has no parameter {key!r}; did you mean {near[0]}?")
+        return self
 
     def request_args(self) -> dict[str, Any]:
         """The set parameters as fields of the chat-completions request body.

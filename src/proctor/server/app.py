@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from proctor import __version__
-from proctor.server.boundary import check_url
+from proctor.server.boundary import check_json_body, check_url
 from proctor.server.db.session import Database, make_session_factory
 from proctor.server.error_handlers import ServerErrors, install_error_handlers
 from proctor.server.hosted.lifecycle import start_launcher, stop_launcher
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, *, prepare: bool = True) -> Fas
         docs_url=None,
         redoc_url=None,
         # The input boundary for every route, including those added later.
-        dependencies=[Depends(check_url)],
+        dependencies=[Depends(check_url), Depends(check_json_body)],
     )
     app.state.settings = settings
     app.state.db = db

@@ -6,6 +6,9 @@ checked here, the same on both backends, and answered 422 naming the field:
 
 - **URL**: no NUL character in any path or query parameter (`check_url`, a dependency of
   every route, so routes added later are covered without doing anything).
+- **JSON**: no non-finite number and no lone surrogate half (`"\\ud800"`) anywhere in a body
+  (`request_body` for the bodies it parses, `check_json_body` for those FastAPI parses),
+  answered 422 naming the field; the database net below refuses such text too.
 - **Database**: every value bound to a query is checked against the column type it is
   compared with or written to (`guard_engine`, a listener on every engine): no NUL in text,
   no integer outside its column's 16/32/64-bit range, and no longer text stored than a
@@ -32,6 +35,14 @@ from sqlalchemy.sql.elements import BindParameter
 from starlette.requests import Request
 
 from proctor.server.errors import InvalidInput
+from proctor.server.request_body import (
+    STRICT_DECODER,
+    NonFiniteNumber,
+    bad_value_message,
+    check_text,
+    encodable,
+    non_finite_path,
+)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -81,6 +92,32 @@ async def check_url(request: Request) -> None:
             raise InvalidInput(nul_message(f"Query parameter {name!r}"), loc=("query", name))
 
 
+async def check_json_body(request: Request) -> None:
+    """Refuse (422 naming the field) a non-finite number or a lone surrogate half in a JSON
+    body FastAPI parsed itself (a dependency of every route): its parser accepts `NaN`,
+    `Infinity` and `1e309`, and pydantic passes them and `"\\ud800"` on. Bodies read
+    through `body_deps` are checked by `request_body` as they are parsed."""
+    route = request.scope.get("route")
+    if getattr(route, "body_field", None) is None:
+        return
+    if "json" not in request.headers.get("content-type", ""):
+        return
+    body = await request.body()  # already read (and cached) by FastAPI for this route
+    try:
+        text = body.decode("utf-8")
+        value = STRICT_DECODER.decode(text)
+    except NonFiniteNumber:
+        path = non_finite_path(body.decode("utf-8"))
+        raise InvalidInput(
+            bad_value_message("The body", path, "non_finite"),
+            code="non_finite_number",
+            loc=("body", path),
+        ) from None
+    except (ValueError, RecursionError):
+        return  # FastAPI answers malformed JSON itself
+    check_text(text, value)
+
+
 def _int_bits(type_: Any) -> int | None:
     if isinstance(type_, BigInteger):
         return 64
@@ -105,6 +142,11 @@ def _check_value(bind: BindParameter[Any], value: Any, *, writes: bool) -> None:
     if isinstance(value, str):
         if NUL in value:
             raise InvalidInput(nul_message(repr(_column_name(bind))))
+        if not value.isascii() and not encodable(value):
+            raise InvalidInput(
+                f"{_column_name(bind)!r} holds a lone surrogate (half of a UTF-16 pair, not "
+                "text); send valid UTF-8 text, e.g. with the half replaced by U+FFFD."
+            )
         # Only stored text must fit: a longer value compared with a column matches nothing.
         length = getattr(type_, "length", None) if writes and isinstance(type_, String) else None
         if length is not None and len(value) > length:

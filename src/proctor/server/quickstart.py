@@ -99,7 +99,7 @@ class Quickstart:
         """Start the server and the demo model; returns the admin key."""
         data_dir = self.options.data_dir
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # holds the admin key
         except OSError as e:
             raise ConfigError(
                 f"Cannot create the data directory {data_dir} ({e.strerror}); "
@@ -113,7 +113,7 @@ class Quickstart:
         key = ensure_admin_key(data_dir)
         write_client_config(data_dir / "config.toml", api_url=self.api_url, api_key=key)
         logs = data_dir / "logs"
-        logs.mkdir(exist_ok=True)
+        logs.mkdir(mode=0o700, exist_ok=True)
         env = {
             "PROCTOR_HOSTED_IN_SERVER": "true",
             "PROCTOR_MODEL_BASE_URL": self.model_url,
@@ -145,7 +145,8 @@ class Quickstart:
         return key
 
     def _spawn(self, name: str, argv: list[str], log_path: Path, env: dict[str, str]) -> None:
-        with log_path.open("ab") as log:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "ab") as log:
             proc = subprocess.Popen(
                 argv,
                 env={**os.environ, **env},

@@ -1,10 +1,11 @@
 """Reading JSON request bodies: a size cap before parsing, strict numbers, and raw spans.
 
 Bodies are parsed once with the stdlib decoder. Non-finite numbers (`NaN`, `Infinity`, or a
-literal that overflows a float) are rejected. Besides the parsed object, the parser keeps the
-exact text of each top-level value, so a field such as `metadata` can be stored and returned
-byte for byte, and (for one named array key) the exact text of each element, so a sample is
-stored as sent without re-encoding.
+literal that overflows a float) and lone surrogate halves (`"\\ud800"`, which no database
+text column can hold and no response can encode) are rejected, naming the field. Besides
+the parsed object, the parser keeps the exact text of each top-level value, so a field such
+as `metadata` can be stored and returned byte for byte, and (for one named array key) the
+exact text of each element, so a sample is stored as sent without re-encoding.
 """
 
 from __future__ import annotations
@@ -44,6 +45,86 @@ STRICT_DECODER = _DECODER
 """The decoder of every body: the stdlib's, refusing NaN, Infinity and overflowing floats
 (it raises `NonFiniteNumber`, a `ValueError`)."""
 NonFiniteNumber = _NonFinite
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_BAD_NUMBER = object()
+_LENIENT_DECODER = json.JSONDecoder(
+    parse_constant=lambda _name: _BAD_NUMBER,
+    parse_float=lambda text: _BAD_NUMBER if not math.isfinite(float(text)) else float(text),
+)
+
+
+def encodable(text: str) -> bool:
+    """Whether `text` is valid Unicode text (UTF-8 can encode it: no lone surrogate half)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(name: str) -> str:
+    # A field name is echoed in the error: never with the half it may itself hold.
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def find_bad_value(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The path of the first value JSON cannot carry to the database and back, and what is
+    wrong with it: a string (or key) holding a lone surrogate half (`"\\ud800"`, what a
+    model cut mid-emoji returns; UTF-8 cannot encode it), or a non-finite number."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        here, item = stack.pop()
+        if isinstance(item, str):
+            if not encodable(item):
+                return here or "the body", "surrogate"
+        elif item is _BAD_NUMBER or (isinstance(item, float) and not math.isfinite(item)):
+            return here or "the body", "non_finite"
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                name = f"{here}.{_printable(str(key))}" if here else _printable(str(key))
+                if isinstance(key, str) and not encodable(key):
+                    return name, "surrogate"
+                stack.append((name, child))
+        elif isinstance(item, list):
+            stack.extend((f"{here}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return None
+
+
+def bad_value_message(where: str, path: str, problem: str) -> str:
+    """The sentence for a value `find_bad_value` found at `path` of `where`."""
+    if problem == "surrogate":
+        return (
+            f"{where} field '{path}' holds a lone surrogate (half of a UTF-16 pair, not "
+            "text); send valid UTF-8 text, e.g. with the half replaced by U+FFFD."
+        )
+    return f"{where} field '{path}' is NaN or Infinity; send a finite number or null."
+
+
+def check_text(text: str, value: Any, *, where: str = "The body") -> None:
+    """Refuse (422 naming the field) a lone surrogate in the parsed `value` of `text`; only
+    a body with a `\\uD8..`-`\\uDF..` escape is walked (a surrogate half has no other way
+    into valid UTF-8 JSON)."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return
+    found = find_bad_value(value)
+    if found is not None:
+        raise InvalidInput(
+            bad_value_message(where, *found), code="invalid_text", loc=("body", found[0])
+        )
+
+
+def non_finite_path(text: str) -> str:
+    """Where the first non-finite number of a JSON `text` the strict decoder refused is."""
+    try:
+        value = _LENIENT_DECODER.decode(text.strip())
+    except (ValueError, RecursionError):
+        return "the body"
+    found = find_bad_value(value)
+    return found[0] if found is not None else "the body"
 
 
 @dataclass
@@ -96,9 +177,12 @@ def _decode_value(text: str, pos: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, pos)
     except _NonFinite as e:
+        path = non_finite_path(text)
         raise InvalidInput(
-            f"The body contains the non-finite number {e}; send null instead of NaN or Infinity.",
+            f"The body field '{path}' is the non-finite number {e}; send a finite number or "
+            "null instead of NaN or Infinity.",
             code="non_finite_number",
+            loc=("body", path),
         ) from None
     except (json.JSONDecodeError, RecursionError) as e:
         raise _invalid(f"The body is not valid JSON ({e}); send a JSON object.") from None
@@ -186,6 +270,7 @@ def parse_json_object(body: bytes, *, split_array: str | None = None) -> JsonObj
                 )
     if _skip_ws(text, pos) != len(text):
         raise _invalid("The body has extra data after the JSON object; send exactly one object.")
+    check_text(text, result.value)
     return result
 
 

@@ -6,7 +6,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proctor.contract import MAX_REQUEST_BYTES
@@ -15,6 +15,10 @@ from proctor.server.errors import describe_invalid, dotted
 
 if TYPE_CHECKING:
     from proctor.server.hosted.settings import LauncherSettings
+
+
+DATABASE_SCHEMES = ("sqlite", "postgres", "postgresql")
+"""The databases proctor runs on (a URL's scheme, before any `+driver`)."""
 
 
 class Settings(BaseSettings):
@@ -35,7 +39,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     """Address the HTTP server binds to."""
 
-    port: int = 8000
+    port: int = Field(default=8000, ge=0, le=65535)
     """TCP port the HTTP server listens on."""
 
     bootstrap_key: str | None = None
@@ -58,6 +62,17 @@ class Settings(BaseSettings):
 
     hub_max_artifact_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
     """Largest package (wheel or source archive) a push may upload; larger ones answer 413."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, url: str | None) -> str | None:
+        if url and url.split(":", 1)[0].split("+", 1)[0] not in DATABASE_SCHEMES:
+            raise ValueError(
+                "proctor runs on SQLite (sqlite:///PATH) or PostgreSQL "
+                "(postgresql://USER:PASSWORD@HOST:PORT/DB), not "
+                f"{url.split(':', 1)[0]}"
+            )
+        return url
 
     def hub_dir(self) -> Path:
         """Where the hub keeps uploaded packages, each under its SHA-256."""

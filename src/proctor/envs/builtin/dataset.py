@@ -95,6 +95,13 @@ def _read_csv(path: Path) -> tuple[list[str], list[tuple[str, Any]]]:
                     f"{path} row {reader.line_num} has more cells than the header's "
                     f"{len(columns)} columns; quote cells that contain commas"
                 )
+            if any(value is None for value in row.values()):  # fewer: DictReader fills None
+                missing = sum(value is None for value in row.values())
+                raise ConfigError(
+                    f"{path} row {reader.line_num} has {len(columns) - missing} cells, fewer "
+                    f"than the header's {len(columns)} columns; fill in the missing cells "
+                    "(an empty cell is written as two commas)"
+                )
             rows.append((f"row {reader.line_num}", dict(row)))
     return columns, rows
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from proctor.server.boundary import guard_engine
@@ -43,6 +45,8 @@ def _configure_sqlite(engine: Engine, *, begin: str) -> None:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # A deleted row (a cleared secret, a revoked key) is overwritten, not left in the file.
+        cursor.execute("PRAGMA secure_delete=ON")
         # Larger page cache and memory-mapped reads: fewer syscalls on big sample tables.
         cursor.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         cursor.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
@@ -56,6 +60,9 @@ def _configure_sqlite(engine: Engine, *, begin: str) -> None:
 def create_db_engine(url: str, *, immediate: bool = False) -> Engine:
     """An engine for `url`; on SQLite, `immediate` makes every transaction a write transaction."""
     if url.startswith("sqlite"):
+        db_path = make_url(url).database
+        if db_path and db_path != ":memory:" and not db_path.startswith("file:"):
+            make_private_file(Path(db_path))
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
@@ -202,5 +209,28 @@ def make_session_factory(settings: Settings) -> Database:
     """The `Database` for `settings`, creating the data directory for a SQLite file."""
     url = settings.resolved_database_url()
     if url.startswith("sqlite") and ":memory:" not in url:
-        settings.resolved_data_dir().mkdir(parents=True, exist_ok=True)
+        make_private_dir(settings.resolved_data_dir())
     return Database(url)
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` (and its parents) readable only by this user (0700); an existing one is
+    left as it is."""
+    if not path.exists():
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def make_private_file(path: Path) -> None:
+    """Make the SQLite file at `path` readable only by this user (0600), creating it empty if
+    needed; SQLite creates its `-wal` and `-shm` files with the database file's mode, and
+    ones left by an earlier version are tightened too."""
+    if not path.parent.is_dir():
+        return  # SQLite reports the missing directory itself
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for sibling in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            if sibling.stat().st_uid == os.getuid() and sibling.stat().st_mode & 0o077:
+                sibling.chmod(0o600)
+        except FileNotFoundError:
+            pass

@@ -2,7 +2,8 @@
 
 An upload streams into a temporary file beside its final place, is hashed on the way and
 moved into place only when its size and SHA-256 match what the push declared, so a failed
-or oversized upload leaves nothing behind.
+or oversized upload leaves nothing behind. A wheel is then read with bounded reads only
+(`read_wheel`), so a zip bomb is refused without being inflated.
 """
 
 from __future__ import annotations
@@ -114,6 +115,25 @@ async def receive(
             tmp.unlink()
 
 
+# A wheel is inspected with bounded reads, so a zip bomb costs the server nothing: the member
+# count, each member's declared size and compression ratio, and the bytes read are capped.
+MAX_MEMBERS = 20_000
+"""Members a wheel may hold."""
+MAX_UNCOMPRESSED_BYTES = 2 * 1024**3
+"""Declared uncompressed bytes of all members together."""
+MAX_RATIO = 200
+"""Uncompressed / compressed size of a member larger than `RATIO_FLOOR_BYTES`."""
+RATIO_FLOOR_BYTES = 1024 * 1024
+MAX_METADATA_BYTES = 1024 * 1024
+"""Bytes of `METADATA` or `entry_points.txt` read (a larger one is refused)."""
+# What is stored from METADATA, bounded so no listing answers a huge body.
+MAX_SUMMARY_CHARS = 512
+MAX_FIELD_CHARS = 200
+MAX_REQUIREMENTS = 500
+MAX_REQUIREMENT_CHARS = 1000
+MAX_ENTRY_POINTS = 200
+
+
 @dataclass(frozen=True)
 class WheelFacts:
     """What the hub reads from a wheel: its distribution and the environments it provides."""
@@ -125,29 +145,73 @@ class WheelFacts:
     summary: str = ""
 
 
+def _refuse(problem: str) -> InvalidInput:
+    return InvalidInput(f"The wheel {problem}; rebuild it with `pip wheel` and push again.")
+
+
+def _check_members(members: list[zipfile.ZipInfo]) -> None:
+    """Refuse a wheel whose member list is a bomb or names a path outside the archive."""
+    if len(members) > MAX_MEMBERS:
+        raise _refuse(f"has {len(members)} members, over the hub's {MAX_MEMBERS}")
+    total = 0
+    for member in members:
+        name = member.filename
+        if name.startswith(("/", "\\")) or "\x00" in name or ".." in name.split("/"):
+            raise _refuse(f"has a member named {name[:100]!r} outside the archive")
+        total += member.file_size
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > RATIO_FLOOR_BYTES and ratio > MAX_RATIO:
+            raise _refuse(
+                f"member {name[:100]!r} inflates {ratio:.0f}-fold (to {member.file_size} "
+                f"bytes), over the hub's limit of {MAX_RATIO}"
+            )
+    if total > MAX_UNCOMPRESSED_BYTES:
+        raise _refuse(f"inflates to {total} bytes, over the hub's {MAX_UNCOMPRESSED_BYTES}")
+
+
+def _read_bounded(wheel: zipfile.ZipFile, member: zipfile.ZipInfo) -> str:
+    """A small text member, read at most `MAX_METADATA_BYTES` (whatever its header says)."""
+    if member.file_size > MAX_METADATA_BYTES:
+        raise _refuse(f"{member.filename[:100]!r} is {member.file_size} bytes, over 1 MiB")
+    with wheel.open(member) as handle:
+        data = handle.read(MAX_METADATA_BYTES + 1)
+    if len(data) > MAX_METADATA_BYTES:
+        raise _refuse(f"{member.filename[:100]!r} inflates past 1 MiB")
+    return data.decode("utf-8", "replace")
+
+
+def _bounded(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def read_wheel(path: Path) -> WheelFacts:
-    """The distribution metadata and `proctor.environments` entry points of a wheel.
+    """The distribution metadata and `proctor.environments` entry points of a wheel, read with
+    bounded reads (see `MAX_MEMBERS` and the limits beside it) and stored bounded.
 
     Raises:
-        InvalidInput: It is not a wheel (not a zip, or no `.dist-info/METADATA`).
+        InvalidInput: It is not a wheel (not a zip, or no `.dist-info/METADATA`), or it is a
+            zip bomb (too many members, too large, inflating too much, or unsafe names).
     """
     try:
         with zipfile.ZipFile(path) as wheel:
-            names = wheel.namelist()
+            members = wheel.infolist()
+            _check_members(members)
+            by_name = {m.filename: m for m in members}
             metadata_name = next(
-                (n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None
+                (n for n in by_name if n.count("/") == 1 and n.endswith(".dist-info/METADATA")),
+                None,
             )
             if metadata_name is None:
                 raise InvalidInput(
                     "The wheel has no .dist-info/METADATA; build it with `pip wheel` or "
                     "`python -m build --wheel` and push again."
                 )
-            metadata = HeaderParser().parsestr(wheel.read(metadata_name).decode("utf-8", "replace"))
+            metadata = HeaderParser().parsestr(_read_bounded(wheel, by_name[metadata_name]))
             entry_name = metadata_name.rsplit("/", 1)[0] + "/entry_points.txt"
-            entry_text = (
-                wheel.read(entry_name).decode("utf-8", "replace") if entry_name in names else ""
-            )
-    except (zipfile.BadZipFile, OSError) as e:
+            entry = by_name.get(entry_name)
+            entry_text = _read_bounded(wheel, entry) if entry is not None else ""
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
         raise InvalidInput(
             f"The uploaded wheel is not a valid zip archive ({e}); rebuild it."
         ) from e
@@ -160,12 +224,27 @@ def read_wheel(path: Path) -> WheelFacts:
     entry_points = (
         sorted(parser[ENTRY_POINT_GROUP]) if parser.has_section(ENTRY_POINT_GROUP) else []
     )
+    requires = [str(r) for r in metadata.get_all("Requires-Dist") or []]
+    if len(entry_points) > MAX_ENTRY_POINTS or len(requires) > MAX_REQUIREMENTS:
+        raise _refuse(
+            f"declares {len(entry_points)} environments and {len(requires)} requirements, "
+            f"over the hub's {MAX_ENTRY_POINTS} and {MAX_REQUIREMENTS}"
+        )
+    name, version = str(metadata.get("Name") or ""), str(metadata.get("Version") or "")
+    fields = [name, version, *entry_points]
+    if any(len(f) > MAX_FIELD_CHARS for f in fields) or any(
+        len(r) > MAX_REQUIREMENT_CHARS for r in requires
+    ):
+        raise _refuse(
+            f"has a name, version or environment over {MAX_FIELD_CHARS} characters, or a "
+            f"requirement over {MAX_REQUIREMENT_CHARS}"
+        )
     return WheelFacts(
-        name=str(metadata.get("Name") or ""),
-        version=str(metadata.get("Version") or ""),
-        requires_dist=[str(r) for r in metadata.get_all("Requires-Dist") or []],
+        name=name,
+        version=version,
+        requires_dist=requires,
         entry_points=entry_points,
-        summary=str(metadata.get("Summary") or ""),
+        summary=_bounded(str(metadata.get("Summary") or ""), MAX_SUMMARY_CHARS),
     )
 
 

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from proctor.server.auth.dependencies import CurrentPrincipal
-from proctor.server.deps import ReadSession, SettingsDep, WriteSession
+from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
 from proctor.server.environments import (
     access,
     artifacts,
@@ -238,11 +238,11 @@ def finalize_wheel(
     env_id: Id,
     wheel_id: Id,
     principal: CurrentPrincipal,
-    session: WriteSession,
+    db: DatabaseDep,
     settings: SettingsDep,
 ) -> Done:
-    """Check the uploaded wheel."""
-    return Done(message=publishing.finalize_wheel(session, principal, env_id, wheel_id, settings))
+    """Check the uploaded wheel (read outside any write transaction)."""
+    return Done(message=publishing.finalize_wheel(db, principal, env_id, wheel_id, settings))
 
 
 @router.post(

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import Environment, EnvironmentVersion
+from proctor.server.db.session import Database
 from proctor.server.environments import access, artifacts, repository, shapes, versions
 from proctor.server.environments.schemas import (
     FinalizeOut,
@@ -181,34 +182,59 @@ def record_upload(session: Session, target: UploadTarget) -> None:
 
 
 def finalize_wheel(
-    session: Session, principal: Principal, env_id: str, wheel_id: str, settings: Settings
+    db: Database, principal: Principal, env_id: str, wheel_id: str, settings: Settings
 ) -> str:
-    """Check the uploaded wheel and read which environments it provides."""
+    """Check the uploaded wheel and read which environments it provides.
+
+    The wheel is read between two short sessions, never inside a write transaction (on SQLite
+    that would hold every writer back while it is inspected).
+    """
+    with db.read() as session:
+        wheel = _uploaded_wheel(session, principal, env_id, wheel_id, settings)
+    if wheel is None:
+        return "already published"
+    try:
+        facts: artifacts.WheelFacts | None = artifacts.read_wheel(wheel)
+        refusal: InvalidInput | None = None
+    except InvalidInput as e:
+        facts, refusal = None, e
+    with db.write() as session:
+        env = access.pushable(session, principal, env_id)
+        version = _announced(session, env, wheel_id, "wheel")
+        if version.status == "READY":
+            return "already published"
+        if facts is None:
+            path, version.wheel_path = version.wheel_path, None
+            versions.drop_file(session, path, settings)
+        else:
+            version.details = {
+                **(version.details or {}),
+                "distribution": facts.name,
+                "distribution_version": facts.version,
+                "requires_dist": facts.requires_dist,
+                "entry_points": facts.entry_points,
+                "summary": facts.summary,
+            }
+    if refusal is not None:
+        raise refusal
+    return "wheel uploaded"
+
+
+def _uploaded_wheel(
+    session: Session, principal: Principal, env_id: str, wheel_id: str, settings: Settings
+) -> Path | None:
+    """The uploaded wheel to check (None: the version is already published)."""
     env = access.pushable(session, principal, env_id)
     version = _announced(session, env, wheel_id, "wheel")
     if version.status == "READY":
-        return "already published"
+        return None
     wheel = artifacts.locate(settings.resolved_data_dir(), version.wheel_path)
     if wheel is None or not wheel.is_file():
         raise Conflict(
             "The wheel was not uploaded yet; PUT it to the upload URL, then finalize.",
             code="upload_missing",
         )
-    try:
-        facts = artifacts.read_wheel(wheel)
-    except InvalidInput:
-        path, version.wheel_path = version.wheel_path, None
-        versions.drop_file(session, path, settings)
-        raise
-    version.details = {
-        **(version.details or {}),
-        "distribution": facts.name,
-        "distribution_version": facts.version,
-        "requires_dist": facts.requires_dist,
-        "entry_points": facts.entry_points,
-        "summary": facts.summary,
-    }
-    return "wheel uploaded"
+    return wheel
 
 
 def prepare_version(

@@ -46,6 +46,7 @@ from proctor.hosted.command import (
 )
 from proctor.hosted.packages import install_prefix
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
+from proctor.models.config import DEFAULT_BASE_URL
 from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
@@ -165,6 +166,12 @@ class Launcher:
     def run(self) -> None:
         """Tick until `stop()`; a failing tick is logged and retried, never fatal."""
         logger.info("launcher %s started (%s sandboxes)", self.launcher_id, self.backend.name)
+        if self.settings.isolation == "none" and self.backend.name == "local":
+            logger.warning(
+                "PROCTOR_HOSTED_ISOLATION=none: HOSTED SANDBOXES RUN UNCONFINED, as the "
+                "server's own user, with its files and network; refused once the server has "
+                "more than one user"
+            )
         while not self._stop.is_set():
             try:
                 self.tick()
@@ -324,13 +331,16 @@ class Launcher:
             eval_config["headers"] = stored_secrets["headers"]
         config = HostedEvalConfig.model_validate(eval_config)
         _check_runnable(config, stored)
+        self._refuse_unconfined()
         box = self._box(evaluation_id)
         package = stored.get("package")
         writable: tuple[Path, ...] = ()
         prefix = None
+        built: dict[str, object] | None = None
         if package:
-            # A pushed environment: its exact wheel goes into the sandbox's own venv first.
-            # Its path is stored relative to the data dir (older rows: absolute).
+            # A pushed environment: its exact wheel is installed for it first (outside a
+            # confined sandbox, which sees the result read-only). Its path is stored
+            # relative to the data dir (older rows: absolute).
             wheel = locate(self.data_dir, str(package["wheel"]))
             package = {**package, "wheel": str(wheel)}
             venvs = self.data_dir / "hosted-venvs" if self.settings.venv_cache else box / "venv"
@@ -341,6 +351,14 @@ class Launcher:
                 cache=self.settings.venv_cache,
                 index_url=self.settings.package_index,
             )
+            built = {
+                "wheel": package["wheel"],
+                "sha256": package["sha256"],
+                "venvs": str(venvs),
+                "cache": self.settings.venv_cache,
+                "index_url": self.settings.package_index,
+                "ref": package.get("ref", package["sha256"][:12]),
+            }
         command = build_command(
             self.settings.command,
             environment=str(stored["environment"]),
@@ -366,6 +384,9 @@ class Launcher:
             workdir=box / "work",
             log_path=box / "sandbox.log",
             writable=writable,
+            endpoints=self._endpoints(config),
+            package=built,
+            hidden=(self.data_dir,),
         )
         handle = self.backend.start(spec)
         # Recorded at once, so a launcher dying before the database write cannot orphan it.
@@ -388,6 +409,36 @@ class Launcher:
         self._watched[evaluation_id] = _Watched(
             evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
         )
+
+    def _endpoints(self, config: HostedEvalConfig) -> tuple[str, ...]:
+        """The URLs a confined sandbox may reach: the platform, the model endpoint (the
+        judge's unless it names its own), URLs in the loader's arguments, and the operator's
+        `allow_urls`."""
+        urls = [self.api_url, config.api_base_url or DEFAULT_BASE_URL]
+        urls += [
+            v
+            for v in config.env_args.values()
+            if isinstance(v, str) and v.startswith(("http://", "https://"))
+        ]
+        urls += [u.strip() for u in self.settings.allow_urls.split(",") if u.strip()]
+        return tuple(dict.fromkeys(urls))
+
+    def _refuse_unconfined(self) -> None:
+        """`isolation = none` runs tenants' code as the server's user: a single-user
+        server's choice only.
+
+        Raises:
+            ConfigError: the server has more than one user.
+        """
+        if self.settings.isolation != "none" or self.backend.name != "local":
+            return
+        with self.db.read() as session:
+            users = repository.count_users(session)
+        if users > 1:
+            raise ConfigError(
+                f"PROCTOR_HOSTED_ISOLATION=none is refused on a server with {users} users: "
+                "their code would run as the server's user; unset it to confine sandboxes"
+            )
 
     # -- watching --------------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import null, select, update
+from sqlalchemy import func, null, select, update
 from sqlalchemy.orm import Session
 
-from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation
+from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation, User
 
 
 def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluation] | None:
@@ -142,3 +142,8 @@ def evaluation(session: Session, evaluation_id: str) -> Evaluation | None:
         .where(Evaluation.id == evaluation_id)
         .execution_options(populate_existing=True)
     ).scalar_one_or_none()
+
+
+def count_users(session: Session) -> int:
+    """How many users the server has (one is a single-user server)."""
+    return int(session.scalar(select(func.count()).select_from(User)) or 0)

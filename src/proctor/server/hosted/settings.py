@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proctor.hosted.backends import backend_types, create_backend
 from proctor.hosted.command import DEFAULT_COMMAND
+from proctor.hosted.confine import DEFAULT_UIDS, uid_range
 from proctor.hosted.local import Isolation
 from proctor.hosted.sandbox import BackendName, SandboxBackend
 from proctor.server.settings import invalid_setting
@@ -32,8 +33,23 @@ class LauncherSettings(BaseSettings):
     """Where sandboxes run: `local` processes or `ray` jobs."""
     ray_address: str | None = None
     """The Ray job API address (e.g. http://127.0.0.1:8265), for `sandbox = ray`."""
-    isolation: Isolation = "none"
-    """Extra isolation of local sandboxes: `none` or `bwrap` (bubblewrap)."""
+    isolation: Isolation = "bwrap"
+    """How sandboxes are confined: `bwrap` (their own uid, root, network and cgroup; see
+    docs/security.md) or `none` (the server's own user: refused once the server has more
+    than one user)."""
+    uids: str = DEFAULT_UIDS
+    """The uid range confined sandboxes take their own uid from (`LOW-HIGH`; never 0)."""
+    memory_mb: int = Field(default=2048, ge=64)
+    """Memory cap of one confined sandbox, `/tmp` and `/dev/shm` included (MiB)."""
+    pids: int = Field(default=256, ge=16)
+    """Most processes and threads one confined sandbox runs at once."""
+    cpus: float = Field(default=2.0, gt=0)
+    """CPU cap of one confined sandbox, in cores."""
+    tmpfs_mb: int = Field(default=256, ge=1)
+    """Size of a confined sandbox's `/tmp` and of its `/dev/shm` (MiB)."""
+    allow_urls: str = ""
+    """Comma-separated URLs every confined sandbox may reach besides the platform and the
+    model and judge endpoints its run names."""
     max_sandboxes: int = Field(default=8, ge=1)
     """Most sandboxes one launcher runs at once; the rest wait as PENDING."""
     in_server: bool = True
@@ -72,6 +88,12 @@ class LauncherSettings(BaseSettings):
             return cls(**values)
         except ValidationError as e:
             raise invalid_setting(e, env_prefix="PROCTOR_HOSTED_") from None
+
+    @field_validator("uids")
+    @classmethod
+    def _uid_range(cls, value: str) -> str:
+        uid_range(value)
+        return value
 
     @field_validator("sandbox")
     @classmethod

@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proctor.contract import SAMPLE_ID_MAX
-from proctor.server.errors import BadRequest
-from proctor.server.request_body import STRICT_DECODER, NonFiniteNumber
+from proctor.server.errors import BadRequest, InvalidInput
+from proctor.server.request_body import (
+    STRICT_DECODER,
+    NonFiniteNumber,
+    bad_value_message,
+    check_text,
+    non_finite_path,
+)
 
 LineFormat = Literal["trace", "episode"]
 SCHEMA_VERSION = 1
@@ -103,6 +109,7 @@ def context_of(parts: list[str | bytes]) -> dict[str, str]:
     try:
         text = part.decode("utf-8") if isinstance(part, bytes) else part
         value = STRICT_DECODER.decode(text)
+        check_text(text, value, where="The metadata part's")
     except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
@@ -224,12 +231,17 @@ def _parse_line(text: str, number: int) -> dict[str, Any]:
         value, end = STRICT_DECODER.raw_decode(text, len(text) - len(text.lstrip()))
     except NonFiniteNumber:
         raise _reject(
-            "invalid_trace", f"Line {number} holds NaN or Infinity; send null instead."
+            "invalid_trace",
+            f"Line {number}: {bad_value_message('its', non_finite_path(text), 'non_finite')}",
         ) from None
     except (ValueError, RecursionError):
         value, end = None, 0
     if not isinstance(value, dict) or text[end:].strip():
         raise _reject("invalid_trace", f"Line {number} is not one JSON object; fix that line.")
+    try:
+        check_text(text, value, where="its")
+    except InvalidInput as e:
+        raise _reject("invalid_trace", f"Line {number}: {e}") from None
     return value
 
 

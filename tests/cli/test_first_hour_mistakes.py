@@ -1,0 +1,98 @@
+"""A newcomer's mistakes, each through the real CLI as a subprocess: one sentence naming the
+fix (exit 2), never a traceback, and nothing created or sent on the way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.procs import PROCTOR
+
+
+def proctor(
+    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    return subprocess.run(
+        [*PROCTOR, *args],
+        env={**base, "HOME": str(home), **(env or {})},
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def refused(result: subprocess.CompletedProcess[str], *says: str) -> str:
+    """The one line a refusal prints; asserts exit 2 and no traceback."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for text in says:
+        assert text in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["server", "--port", "99999"],
+        ["quickstart", "--port", "99999"],
+        ["quickstart", "--model-port", "70000"],
+        ["demo-model", "--port", "65536"],
+    ],
+    ids=["server", "quickstart", "quickstart-model", "demo-model"],
+)
+def test_a_port_out_of_range_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    refused(proctor(*args, home=tmp_path), args[1], "is not a TCP port (0-65535)")
+    assert not (tmp_path / ".proctor").exists()
+
+
+def test_a_database_proctor_cannot_use_is_one_line(tmp_path: Path) -> None:
+    result = proctor("server", home=tmp_path, env={"PROCTOR_DATABASE_URL": "mysql://x"})
+    refused(result, "PROCTOR_DATABASE_URL", "SQLite", "PostgreSQL", "not mysql")
+
+
+def test_a_csv_row_with_fewer_cells_than_the_header_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "qa.csv"
+    data.write_text("question,answer\n1+1,2\n2+2\n")
+    result = proctor(
+        "eval", "dataset", "--env-args", f'{{"path": "{data}"}}', "--no-push", home=tmp_path
+    )
+    refused(result, f"{data} row 3 has 1 cells, fewer than the header's 2 columns")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_mistyped_sampling_parameter_gets_did_you_mean(tmp_path: Path) -> None:
+    (tmp_path / "run.toml").write_text("[sampling]\ntemprature = 0.7\n")
+    typo = proctor("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
+    refused(typo, "'temprature'", "did you mean temperature?")
+    # A parameter proctor does not model still passes through to the endpoint.
+    (tmp_path / "run.toml").write_text("[sampling]\ntemperature = 0.7\ntop_k = 5\n")
+    fine = proctor("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
+    assert fine.returncode == 0, fine.stderr
+    assert "top_k = 5" in fine.stdout
+
+
+def test_keys_create_refuses_a_data_dir_without_a_database(tmp_path: Path) -> None:
+    typo = tmp_path / "proctr-data"
+    result = proctor("keys", "create", "--name", "me", "--data-dir", str(typo), home=tmp_path)
+    refused(result, f"no proctor database in {typo}", "--data-dir", "server migrate")
+    assert not typo.exists()
+    # The default data dir of a first setup (the README's first command) is still made.
+    first = proctor("keys", "create", "--name", "me", "--admin", home=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / ".proctor" / "proctor.db").is_file()
+
+
+@pytest.mark.parametrize("where", ["../../escaped", "/tmp/escaped-absolute"])
+def test_a_run_dir_outside_the_output_dir_is_refused(tmp_path: Path, where: str) -> None:
+    home = tmp_path / "a" / "b"
+    home.mkdir(parents=True)
+    result = proctor("eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", where, home=home)
+    refused(result, "--run.dir must name a directory inside -o", repr(where))
+    assert not (tmp_path / "escaped").exists() and not Path("/tmp/escaped-absolute").exists()
