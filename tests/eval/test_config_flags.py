@@ -49,6 +49,8 @@ def _other_value(path: str, field: Any) -> Any:
         return {"X-Team": "a b", "n": "1"} if path.startswith("client.") else {"k": [1, "v w"]}
     if kind is list:
         return ["a b", "-c"]
+    if path == "shard":
+        return "1/3"  # a form of its own: I/N
     return "http://127.0.0.1:9/v1 x" if path.endswith("base_url") else "-odd name"
 
 

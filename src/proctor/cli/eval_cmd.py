@@ -37,6 +37,12 @@ def run(argv: list[str]) -> int:
             f"evaluation stays open; finish it with: {result.sync_command}",
             file=sys.stderr,
         )
+    if config.shard is not None and result.status == "completed" and result.sync_command is None:
+        print(
+            f"proctor eval: shard {config.shard} done ({result.stats.done} episodes); the "
+            f"evaluation stays open until `proctor evals finalize {result.run_id}` closes it",
+            file=sys.stderr,
+        )
     if result.status == "failed":
         print(f"proctor eval: the run failed: {result.error}", file=sys.stderr)
     elif result.status == "cancelled":

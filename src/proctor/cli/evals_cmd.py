@@ -1,7 +1,9 @@
-"""`proctor evals list|get|compare`: evaluations on the platform at PROCTOR_API_URL.
+"""`proctor evals list|get|compare|create|finalize`: evaluations on the platform at
+PROCTOR_API_URL.
 
 Every figure comes from the platform's statistics (`/evaluations/{id}/stats` and
-`/evaluations/compare`); this module only lays them out.
+`/evaluations/compare`); this module only lays them out. `create` and `finalize` open and
+close an evaluation that `proctor eval --shard I/N --run.attach ID` processes fill.
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help="evaluation id of the baseline (A)")
     compare.add_argument("candidate", help="evaluation id of the candidate (B)")
     compare.add_argument("--json", action="store_true", help="print the platform's answer")
+    create = sub.add_parser(
+        "create",
+        help="create an evaluation for shards to fill; prints its id",
+        description="Takes `proctor eval`'s arguments (ENV, -n, -r, -m, --env-args, ...); "
+        "run each shard with the same ones plus --shard I/N --run.attach ID.",
+    )
+    create.add_argument("eval_args", nargs=argparse.REMAINDER, help="proctor eval's arguments")
+    finalize = sub.add_parser(
+        "finalize", help="close a sharded evaluation once it holds every sample"
+    )
+    finalize.add_argument("id", help="evaluation id")
+    finalize.add_argument(
+        "--expect", type=int, default=None, help="samples the whole run makes (default: as created)"
+    )
     return parser
 
 
@@ -59,6 +75,8 @@ def format_comparison(answer: dict[str, Any]) -> str:
 def run(argv: list[str]) -> int:
     """Parse the arguments and print what the platform answers."""
     args = _parser().parse_args(argv)
+    if args.action == "create":
+        return _create(args.eval_args)
     from proctor.hosted import remote
 
     client = remote.connect()
@@ -67,6 +85,15 @@ def run(argv: list[str]) -> int:
             record = remote.get(client, args.id)
             record["stats"] = remote.stats(client, args.id)
             print(json.dumps(record, indent=2))
+            return 0
+        if args.action == "finalize":
+            from proctor.runs import finalize_sharded
+
+            summary = finalize_sharded(client, args.id, expected_samples=args.expect)
+            print(
+                f"evaluation {args.id} finalized: mean reward {summary['avg_reward']:.3f}, "
+                f"error rate {summary['avg_error']:.1%}"
+            )
             return 0
         if args.action == "compare":
             answer = remote.compare(client, [args.baseline, args.candidate])
@@ -87,3 +114,21 @@ def run(argv: list[str]) -> int:
         return 0
     finally:
         client.close()
+
+
+def _create(eval_args: list[str]) -> int:
+    """Create the evaluation; its id alone on stdout (`ID=$(proctor evals create ...)`)."""
+    import sys
+
+    from proctor.eval.args import parse_eval_args
+    from proctor.eval.shards import create_for_shards
+
+    created = create_for_shards(parse_eval_args(eval_args))
+    print(created.evaluation_id)
+    print(
+        f"evaluation {created.evaluation_id} waits for {created.expected_samples} samples; "
+        f"run `proctor eval ... --shard I/N --run.attach {created.evaluation_id}` for each I, "
+        f"then `proctor evals finalize {created.evaluation_id}`",
+        file=sys.stderr,
+    )
+    return 0

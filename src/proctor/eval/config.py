@@ -25,6 +25,7 @@ RESUME_FIELDS = (
     "model",
     "sampling",
     "judge",
+    "shard",
 )
 """What must match the saved config for `--resume` to continue a run."""
 
@@ -72,6 +73,9 @@ class EvalConfig(BaseModel):
     """Number of tasks to evaluate; required for infinite tasksets (default: the whole taskset)."""
     rollouts_per_example: int = Field(default=1, ge=1)
     """Rollouts per task."""
+    shard: str | None = None
+    """Run only slice I of N (`I/N`, I from 0 to N-1) of the (example, rollout) pairs, into the
+    evaluation `--run.attach` names; shards never finalize it (`proctor evals finalize` does)."""
     max_concurrent: int = Field(default=128, ge=1)
     """Episodes kept in flight at once."""
     workers: int | None = Field(default=None, ge=1)
@@ -103,6 +107,13 @@ class EvalConfig(BaseModel):
     """The judge model, for environments with judge rewards."""
     run: RunConfig = Field(default_factory=RunConfig)
     """Run identity and directory."""
+
+    @field_validator("shard")
+    @classmethod
+    def _shard_form(cls, value: str | None) -> str | None:
+        if value is not None:
+            shard_slice(value)
+        return value
 
     def resolved(self) -> EvalConfig:
         """A copy with the run name and directory filled in."""
@@ -136,3 +147,21 @@ def default_run_name(env: str, model: str, *, kind: str = "") -> str:
     """`<env>--<model>--<kind-><short id>`, safe as a directory name (`kind`: e.g. "hosted")."""
     safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
     return f"{env}--{safe_model}--{kind + '-' if kind else ''}{uuid.uuid4().hex[:8]}"
+
+
+def shard_slice(shard: str) -> tuple[int, int]:
+    """`"I/N"` -> (I, N); a ValueError naming the form for anything else."""
+    index, sep, count = shard.partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise ValueError(
+            f"{shard!r} is no shard: give I/N with 0 <= I < N, e.g. 0/4 for the first of four"
+        )
+    return int(index), int(count)
+
+
+def in_shard(position: int, shard: str | None) -> bool:
+    """Whether the pair at `position` in the run's plan belongs to `shard` (round robin)."""
+    if shard is None:
+        return True
+    index, count = shard_slice(shard)
+    return position % count == index

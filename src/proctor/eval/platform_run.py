@@ -94,6 +94,8 @@ class LocalRun:
 def _expected_samples(config: dict[str, Any]) -> int | None:
     """Episodes a complete run logs, when the config pins the task count."""
     n, r = config.get("num_examples"), config.get("rollouts_per_example", 1)
+    if config.get("shard") is not None:
+        return None  # a shard's count is not the evaluation's; its finalizer checks that
     return n * r if isinstance(n, int) and isinstance(r, int) else None
 
 
@@ -144,7 +146,7 @@ def open_platform_run(
     run: runs.Run
     if attach:
         # No fallback: a launcher is waiting for samples under exactly this id.
-        run = runs.init(id=attach, **common)
+        run = runs.init(id=attach, shard=config.get("shard"), **common)
     else:
         try:
             run = runs.init(**common, resume=resume)

@@ -25,6 +25,7 @@ from proctor.eval.platform_run import LocalRun, PlatformRun, open_platform_run
 from proctor.eval.progress import LogProgress, ProgressView
 from proctor.eval.run_dir import RunDirectory, unwritable
 from proctor.eval.scheduler import Job, JobFeed, plan_jobs, run_jobs
+from proctor.eval.shards import pairs_of_other_shards
 from proctor.eval.stats import RunStats
 from proctor.eval.workers import WorkerPool, effective_workers
 
@@ -121,8 +122,9 @@ def run_eval(
         run_dir.check(resume=config.resume, clean=config.clean, naming=naming)
         kept = _records_to_keep(run_dir, config, tasks) if config.resume else None
         done = {(r["example_id"], r["rollout_number"]) for r in kept or []}
-        jobs = plan_jobs(tasks, config.rollouts_per_example, done=done)
-        total = len(tasks) * config.rollouts_per_example
+        others = pairs_of_other_shards(tasks, config)
+        jobs = plan_jobs(tasks, config.rollouts_per_example, done=done | others)
+        total = len(tasks) * config.rollouts_per_example - len(others)
         run = _Run(
             config,
             env,
@@ -409,6 +411,7 @@ class _Run:
                 JobFeed(self.jobs, closed=True),
                 concurrency=min(self.config.max_concurrent, len(self.jobs)),
                 on_episode=on_episode,
+                pair_named=self.config.shard is not None,
             )
         scheduler = asyncio.create_task(rollouts)
         loop = asyncio.get_running_loop()

@@ -96,8 +96,13 @@ async def run_jobs(
     *,
     concurrency: int,
     on_episode: Callable[[Episode], None],
+    pair_named: bool = False,
 ) -> None:
     """Run the feed's jobs with at most `concurrency` in flight, each episode to `on_episode`.
+
+    `pair_named` names each episode by its (example, rollout) pair instead of at random, so
+    the processes writing one evaluation in shards, or a shard run again, name it alike and
+    the platform stores it once.
 
     A fixed set of slots pulls from the feed: no task or semaphore per rollout, so scheduling
     costs next to nothing per episode. If a slot raises (`on_episode` included), or the
@@ -107,8 +112,11 @@ async def run_jobs(
 
     async def slot() -> None:
         while (job := await feed.get()) is not None:
+            episode_id = (
+                f"e{job.task.index}-r{job.rollout_number}" if pair_named else uuid.uuid4().hex
+            )
             episode = await rollout(
-                job.task, client, episode_id=uuid.uuid4().hex, rollout_number=job.rollout_number
+                job.task, client, episode_id=episode_id, rollout_number=job.rollout_number
             )
             on_episode(episode)
 

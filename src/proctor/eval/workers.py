@@ -444,7 +444,14 @@ async def _worker(proto_in: int, proto_out: int) -> int:
 
     feed = JobFeed()
     rollouts = asyncio.create_task(
-        run_jobs(env, client, feed, concurrency=concurrency, on_episode=on_episode)
+        run_jobs(
+            env,
+            client,
+            feed,
+            concurrency=concurrency,
+            on_episode=on_episode,
+            pair_named=config.shard is not None,
+        )
     )
     jobs = asyncio.create_task(read_jobs())
     try:

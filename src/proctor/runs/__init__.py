@@ -5,10 +5,12 @@
     run.finish()                              # drain, write summary metrics, finalize
 
 `init(id=EVALUATION_ID)` attaches to an evaluation a launcher created, after checking that
-it exists, is still open and that this key may write to it. Every record passes through a
-local spool (`<run_dir>/platform/<id>/`) before it is sent, and leaves it only when the
-server acknowledged it; `sync_run_dir` (`proctor runs sync RUN_DIR`) sends whatever a dead
-process left behind.
+it exists, is still open and that this key may write to it. `create_sharded` and
+`finalize_sharded` create and close an evaluation that several processes fill at once
+(`init(id=..., shard="I/N")`: a shard sends its samples and never closes the evaluation).
+Every record passes through a local spool (`<run_dir>/platform/<id>/`) before it is sent,
+and leaves it only when the server acknowledged it; `sync_run_dir` (`proctor runs sync
+RUN_DIR`) sends whatever a dead process left behind.
 
 What survives a SIGKILL, by where a record is when the process dies (the engine appends each
 record to `traces.jsonl` and flushes it before `log_episodes`):
@@ -39,6 +41,7 @@ from proctor.projection import project_record as project_sample
 from proctor.runs._client import PlatformClient
 from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, load_settings
+from proctor.runs._sharded import create_sharded, finalize_sharded
 from proctor.runs._summary import summarize
 from proctor.runs._sync import SyncReport, sync_run_dir
 from proctor.runs._uploader import RunCounters, UploaderOptions
@@ -51,6 +54,8 @@ __all__ = [
     "RunStatus",
     "SyncReport",
     "UploaderOptions",
+    "create_sharded",
+    "finalize_sharded",
     "init",
     "load_settings",
     "project_sample",

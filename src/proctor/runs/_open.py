@@ -49,6 +49,7 @@ def open_state(
     attach_id: str | None,
     previous: RunState | None,
     can_go_offline: bool,
+    shard: str | None = None,
 ) -> tuple[RunState, bool]:
     """The run's state and whether it is offline; the client is closed if this raises.
 
@@ -58,15 +59,18 @@ def open_state(
     """
     try:
         if attach_id is not None:
-            return attach(client, attach_id, wanted), False
+            return attach(client, attach_id, wanted, shard=shard), False
         return open_own(client, previous, wanted, can_go_offline=can_go_offline)
     except BaseException:
         client.close()
         raise
 
 
-def attach(client: PlatformClient, evaluation_id: str, wanted: Wanted) -> RunState:
-    """The state of a run attached to an evaluation created elsewhere (e.g. by a launcher)."""
+def attach(
+    client: PlatformClient, evaluation_id: str, wanted: Wanted, *, shard: str | None = None
+) -> RunState:
+    """The state of a run attached to an evaluation created elsewhere (e.g. by a launcher);
+    `shard` (`I/N`) when it writes one slice of it beside other processes."""
     record = check_attachable(client, evaluation_id)
     return RunState(
         evaluation_id=evaluation_id,
@@ -75,6 +79,7 @@ def attach(client: PlatformClient, evaluation_id: str, wanted: Wanted) -> RunSta
         name=wanted.name,
         viewer_url=record.get("viewer_url"),
         expected_samples=wanted.expected_samples,
+        shard=shard,
     )
 
 

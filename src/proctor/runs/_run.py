@@ -331,6 +331,7 @@ def init(
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_S,
     upload: UploaderOptions | None = None,
     resume: bool = False,
+    shard: str | None = None,
     http: httpx.Client | None = None,
     framework: str = "proctor",
 ) -> Run:
@@ -361,6 +362,8 @@ def init(
         resume: continue the evaluation an earlier attempt with the same `run_dir` created
             (reopening it when that attempt closed it as failed or cancelled; one the
             platform holds as COMPLETED raises `NothingToResume`).
+        shard: `I/N` when this run writes one slice of the evaluation `id` names beside other
+            processes: its finish sends every sample and leaves the evaluation open.
         http: the HTTP client to reach the platform through (see `PlatformClient`).
         framework: what ran the environments: `proctor` (its own), or `verifiers` (a
             verifiers environment); a bare name resolves to a proctor built-in only for
@@ -371,6 +374,8 @@ def init(
         AttachError: `id` given and the evaluation cannot be attached to.
         PlatformError: the evaluation could not be created.
     """
+    if shard is not None and id is None:
+        raise ConfigError("a shard writes into an existing evaluation: pass its id= as well")
     settings = load_settings(api_url=api_url, api_key=api_key, team_id=team_id, mode=mode)
     key = settings.key()
     if _resolve_mode(settings.runs_mode, key, id) == "disabled":
@@ -395,6 +400,7 @@ def init(
             attach_id=id,
             previous=previous[1] if previous else None,
             can_go_offline=run_dir is not None,
+            shard=shard,
         )
     except NothingToResume:
         if previous is not None:  # what the platform holds is the truth: the run is closed

@@ -58,6 +58,8 @@ class RunState(BaseModel):
     """Origin of the platform the evaluation lives on."""
     attached: bool
     """True when the run attached to an evaluation someone else created (a launcher)."""
+    shard: str | None = None
+    """`I/N` when the run writes one slice of a sharded evaluation: it never closes it."""
     name: str = ""
     """The run's display name."""
     viewer_url: str | None = None
