@@ -279,5 +279,7 @@ def test_a_hostile_pushed_environment_is_contained(
     assert probes["forks"] < 64, probes["forks"]  # stopped at the process cap
     # Memory past the cap (forks and /dev/shm) ends the run, with the reason.
     assert record["status"] == "FAILED", record
-    assert "reached its memory limit" in record["error_message"], record["error_message"]
+    assert record["error_message"].startswith(
+        f"the sandbox reached its memory limit of {MEMORY_MB} MiB"
+    ), record["error_message"]
     assert not list((data_dir / "hosted-venvs").glob("*/poison*"))

@@ -25,6 +25,7 @@ import httpx
 from proctor.errors import ConfigError, PlatformError
 from proctor.hosted import remote
 from proctor.hosted.command import wire_config
+from proctor.hosted.confine import host_problem
 from proctor.toml_io import dump_toml, read_toml
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,10 @@ class Quickstart:
             "PROCTOR_MODEL_BASE_URL": self.model_url,
             "PROCTOR_DATABASE_URL": sqlite_url(data_dir),
         }
+        if "PROCTOR_HOSTED_ISOLATION" not in os.environ and host_problem() is not None:
+            # A laptop's one-user demo, not run as root: its own user runs the sandbox, said
+            # loudly in the server's log (docs/security.md); a second user is refused.
+            env["PROCTOR_HOSTED_ISOLATION"] = "none"
         self._spawn(
             "server",
             [

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -44,6 +45,7 @@ from proctor.hosted.command import (
     secret_environment,
     wire_field,
 )
+from proctor.hosted.confine import MEMORY_LIMIT
 from proctor.hosted.packages import install_prefix
 from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.models.config import DEFAULT_BASE_URL
@@ -60,6 +62,7 @@ from proctor.server.hosted.settings import LauncherSettings
 logger = logging.getLogger(__name__)
 
 _ERROR_TAIL_BYTES = 2000
+_MEMORY_REASON = re.compile(r"proctor: (the sandbox reached its memory limit of \d+ MiB)")
 
 
 def _check_runnable(config: HostedEvalConfig, stored: dict[str, object]) -> None:
@@ -577,9 +580,10 @@ def _verdict(
         )
     if code != 0:
         how = f" ({state.detail})" if state.detail else ""
-        return _Verdict(
-            "FAILED", f"the sandbox exited with code {code}{how}; last output:\n{tail.strip()}"
-        )
+        reason = f"the sandbox exited with code {code}{how}"
+        if code == MEMORY_LIMIT and (found := _MEMORY_REASON.search(tail)):
+            reason = found.group(1)  # the confinement's own words come first
+        return _Verdict("FAILED", f"{reason}; last output:\n{tail.strip()}")
     expected = watched.expected_samples
     got = evaluation.total_samples
     of = f"{got} of {expected}" if expected is not None else f"{got} of an unbounded number of"
