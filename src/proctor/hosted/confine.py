@@ -471,7 +471,8 @@ class Root:
         self.args += ["--perms", perms, "--ro-bind-data", str(fd), dest]
 
     def close(self) -> None:
-        for fd in self.fds:
+        fds, self.fds = self.fds, []
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -582,12 +583,33 @@ def run(policy: Policy) -> int:
     if policy.env_file:
         environment = json.loads(Path(policy.env_file).read_text())
         Path(policy.env_file).unlink(missing_ok=True)
+    with contextlib.ExitStack() as cleanup:
+        try:
+            prepared = _prepare(policy, uids, points, environment, cleanup)
+        except OSError as e:
+            _say(refusal(f"{e.strerror or e} ({e.filename})" if e.filename else str(e)))
+            return CANNOT_CONFINE
+        if prepared is None:
+            return 3  # packages.INSTALL_FAILED, said already
+        return _run(policy, points, *prepared)
+
+
+def _prepare(
+    policy: Policy,
+    uids: range,
+    points: list[Endpoint],
+    environment: dict[str, str],
+    cleanup: contextlib.ExitStack,
+) -> tuple[int, Cgroup, Root, Path] | None:
+    """Everything outside the sandbox, undone by `cleanup`: its uid, work dir, packages,
+    relay and cgroup, and its root; None when its package could not be installed."""
     uid, uid_lock = take_uid(uids, policy.name)
+    cleanup.callback(uid_lock.close)
     if policy.workdir:
         workdir = Path(policy.workdir)
-        scratch = None
     else:
         scratch = Path(tempfile.mkdtemp(prefix="proctor-sandbox-"))
+        cleanup.callback(shutil.rmtree, scratch, ignore_errors=True)
         workdir = scratch / "work"
     hand_over(workdir, uid, uids)
     package_dir = None
@@ -595,7 +617,7 @@ def run(policy: Policy) -> int:
         from proctor.hosted.packages import prepare
 
         package = policy.package
-        site_dir = prepare(
+        package_dir = prepare(
             Path(package["wheel"]),
             package["sha256"],
             Path(package["venvs"]),
@@ -603,14 +625,24 @@ def run(policy: Policy) -> int:
             index_url=package.get("index_url"),
             ref=str(package.get("ref", "the environment")),
         )
-        if site_dir is None:
-            return 3  # packages.INSTALL_FAILED, said already
-        package_dir = site_dir
+        if package_dir is None:
+            return None
     relay_dir = Path(tempfile.mkdtemp(prefix="proctor-relay-"))
+    cleanup.callback(shutil.rmtree, relay_dir, ignore_errors=True)
     os.chown(relay_dir, uid, uid)
     relay = OutsideRelay(relay_dir, points, uid=uid, gid=uid)
+    cleanup.callback(relay.close)
     group = Cgroup.create(policy.name, policy.limits)
+    cleanup.callback(group.remove)
     root = build_root(policy, workdir, uid, relay_dir, points, environment, package_dir)
+    cleanup.callback(root.close)
+    return uid, group, root, workdir
+
+
+def _run(
+    policy: Policy, points: list[Endpoint], uid: int, group: Cgroup, root: Root, workdir: Path
+) -> int:
+    """Run bubblewrap in `group` and wait; the exit code as `run` describes it."""
     stopping: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -690,12 +722,7 @@ def run(policy: Policy) -> int:
                 group.kill_all()
         oom = oom or group.oom_kills()
     finally:
-        group.remove()
-        relay.close()
-        shutil.rmtree(relay_dir, ignore_errors=True)
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-        uid_lock.close()
+        group.kill_all()
     if oom:
         _say(MEMORY_REASON.format(mib=policy.limits.memory_mb))
         return MEMORY_LIMIT
