@@ -14,6 +14,7 @@ CI runs as root with bubblewrap: a host that cannot confine fails this test, nev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -22,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -41,6 +43,7 @@ HOSTILE = '''"""A hostile environment: its loader probes the host first."""
 from __future__ import annotations
 
 import glob
+import contextlib
 import json
 import os
 import socket
@@ -151,6 +154,7 @@ def probe():
     }}
     with open("probes.json", "w") as f:
         json.dump(found, f)
+    print("PROBES " + json.dumps(found), flush=True)  # (a Ray job's work dir is not kept)
     _exhaust_memory()
 
 
@@ -201,6 +205,79 @@ def _listener() -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def hostile_targets(data_dir: Path, other_log: Path, admin_key: str) -> Iterator[dict[str, object]]:
+    """What the hostile package probes, set up on the host (and removed after)."""
+    listener = _listener()
+    pg = postgres_url()
+    pg_port = urlsplit(pg).port if pg else None
+    pg_stand_in = None if pg_port else _listener()
+    root_file = Path("/root") / f"proctor-containment-{os.getpid()}-{time.time_ns()}"
+    secret = f"victim-secret-{os.getpid()}-{time.time_ns()}"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)"],
+        env={**os.environ, "VICTIM_SECRET": secret},
+    )
+    root_file.write_text("root only\n")
+    root_file.chmod(0o600)
+    try:
+        yield {
+            "database": str(data_dir / "proctor.db"),
+            "data_dir": str(data_dir),
+            "config": str(data_dir / "config.toml"),
+            "root_file": str(root_file),
+            "other_log": str(other_log),
+            "venvs": str(data_dir / "hosted-venvs"),
+            "postgres": pg_port or pg_stand_in.getsockname()[1],  # type: ignore[union-attr]
+            "listener": listener.getsockname()[1],
+            "secret": secret,
+            "bootstrap": admin_key,
+            "forks": 200,
+        }
+    finally:
+        victim.kill()
+        victim.wait()
+        root_file.unlink(missing_ok=True)
+        listener.close()
+        if pg_stand_in is not None:
+            pg_stand_in.close()
+
+
+def hostile_project(tmp_path: Path, targets: dict[str, object]) -> Path:
+    """The hostile package's project folder (`hostile-echo`), probing `targets`."""
+    folder = hub_project(tmp_path, name="hostile-echo")
+    (folder / "tiny_echo" / "__init__.py").write_text(HOSTILE.format(targets=targets))
+    return folder
+
+
+def probes_of(logs: str) -> dict[str, object] | None:
+    """The probes' findings, as the hostile package printed them."""
+    for line in logs.splitlines():
+        if line.startswith("PROBES "):
+            return dict(json.loads(line.removeprefix("PROBES ")))
+    return None
+
+
+def assert_contained(probes: dict[str, Any], record: dict[str, Any], uids: str) -> None:
+    """Every probe failed, and memory past the cap ended the run with the reason."""
+    # Its own unprivileged uid: neither root nor the server's, from the configured range.
+    assert probes["uid"] == probes["euid"]
+    assert probes["uid"] not in (0, os.getuid()) and probes["uid"] in uid_range(uids)
+    for name in ("shadow", "database", "data_dir", "config", "root_file", "other_log"):
+        assert probes[name].startswith("refused"), (name, probes[name])
+    assert probes["environ"] == "none", probes["environ"]
+    assert probes["venv_cache"].startswith("refused"), probes["venv_cache"]
+    assert probes["own_package"].startswith("refused"), probes["own_package"]
+    assert probes["postgres"].startswith("refused"), probes["postgres"]
+    assert probes["listener"].startswith("refused"), probes["listener"]
+    assert probes["forks"] < 64, probes["forks"]  # stopped at the process cap
+    # Memory past the cap (forks and /dev/shm) ends the run, with the reason.
+    assert record["status"] == "FAILED", record
+    assert record["error_message"].startswith(
+        f"the sandbox reached its memory limit of {MEMORY_MB} MiB"
+    ), record["error_message"]
+
+
 def test_a_hostile_pushed_environment_is_contained(
     confined: Platform, demo_model: str, tmp_path: Path
 ) -> None:
@@ -217,35 +294,8 @@ def test_a_hostile_pushed_environment_is_contained(
     other_log = data_dir / "sandboxes" / other_id / "sandbox.log"
     assert other_log.is_file()
 
-    listener = _listener()
-    pg = postgres_url()
-    pg_port = urlsplit(pg).port if pg else None
-    pg_stand_in = None if pg_port else _listener()
-    root_file = Path("/root") / f"proctor-containment-{os.getpid()}"
-    secret = f"victim-secret-{os.getpid()}-{time.time_ns()}"
-    victim = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(300)"],
-        env={**os.environ, "VICTIM_SECRET": secret},
-    )
-    root_file.write_text("root only\n")
-    root_file.chmod(0o600)
-    try:
-        targets = {
-            "database": str(data_dir / "proctor.db"),
-            "data_dir": str(data_dir),
-            "config": str(data_dir / "config.toml"),
-            "root_file": str(root_file),
-            "other_log": str(other_log),
-            "venvs": str(data_dir / "hosted-venvs"),
-            "postgres": pg_port or pg_stand_in.getsockname()[1],  # type: ignore[union-attr]
-            "listener": listener.getsockname()[1],
-            "secret": secret,
-            "bootstrap": confined.api_key,
-            "forks": 200,
-        }
-        folder = hub_project(tmp_path, name="hostile-echo")
-        (folder / "tiny_echo" / "__init__.py").write_text(HOSTILE.format(targets=targets))
-        pushed = proctor(confined, mallory, "envs", "push", str(folder))
+    with hostile_targets(data_dir, other_log, confined.api_key) as targets:
+        pushed = proctor(confined, mallory, "envs", "push", str(hostile_project(tmp_path, targets)))
         assert pushed.returncode == 0, pushed.stdout + pushed.stderr
         run = proctor(
             confined, mallory, "hosted", "run", "hostile-echo", "-m", "demo",
@@ -254,32 +304,9 @@ def test_a_hostile_pushed_environment_is_contained(
         assert run.returncode == 0, run.stderr
         evaluation_id = run.stdout.strip().splitlines()[-1]
         record = wait_closed(confined.client(mallory), confined, evaluation_id, timeout=180)
-    finally:
-        victim.kill()
-        victim.wait()
-        root_file.unlink(missing_ok=True)
-        listener.close()
-        if pg_stand_in is not None:
-            pg_stand_in.close()
 
     probes_file = data_dir / "sandboxes" / evaluation_id / "work" / "probes.json"
     logs = confined.client(mallory).get(f"/hosted-evaluations/{evaluation_id}/logs").text
     assert probes_file.is_file(), f"the probes never ran: {record}\n{logs}"
-    probes = json.loads(probes_file.read_text())
-    # Its own unprivileged uid: neither root nor the server's, from the configured range.
-    assert probes["uid"] == probes["euid"]
-    assert probes["uid"] not in (0, os.getuid()) and probes["uid"] in uid_range(UIDS)
-    for name in ("shadow", "database", "data_dir", "config", "root_file", "other_log"):
-        assert probes[name].startswith("refused"), (name, probes[name])
-    assert probes["environ"] == "none", probes["environ"]
-    assert probes["venv_cache"].startswith("refused"), probes["venv_cache"]
-    assert probes["own_package"].startswith("refused"), probes["own_package"]
-    assert probes["postgres"].startswith("refused"), probes["postgres"]
-    assert probes["listener"].startswith("refused"), probes["listener"]
-    assert probes["forks"] < 64, probes["forks"]  # stopped at the process cap
-    # Memory past the cap (forks and /dev/shm) ends the run, with the reason.
-    assert record["status"] == "FAILED", record
-    assert record["error_message"].startswith(
-        f"the sandbox reached its memory limit of {MEMORY_MB} MiB"
-    ), record["error_message"]
+    assert_contained(json.loads(probes_file.read_text()), record, UIDS)
     assert not list((data_dir / "hosted-venvs").glob("*/poison*"))

@@ -221,7 +221,9 @@ def test_the_guard_confines_the_job_on_the_node(backend, tmp_path: Path) -> None
 
 
 @contextlib.contextmanager
-def ray_launcher(ray_address: str, tmp_path: Path) -> Iterator[tuple[Platform, ManagedProcess]]:
+def ray_launcher(
+    ray_address: str, tmp_path: Path, **settings: str
+) -> Iterator[tuple[Platform, ManagedProcess]]:
     """A platform server and `proctor launcher --sandbox ray` on the Ray head node."""
     from tests.conftest import start_platform
 
@@ -231,9 +233,8 @@ def ray_launcher(ray_address: str, tmp_path: Path) -> Iterator[tuple[Platform, M
     plat = start_platform(data_dir, extra_env=env)
     args = [*PROCTOR, "launcher", "--data-dir", str(data_dir), "--sandbox", "ray"]
     args += ["--ray-address", ray_address, "--api-url", plat.url]
-    launcher = ManagedProcess(
-        args, tmp_path / "launcher.log", env={"PROCTOR_HOSTED_POLL_SECONDS": "0.2"}
-    ).start()
+    launcher_env = {"PROCTOR_HOSTED_POLL_SECONDS": "0.2", **settings}
+    launcher = ManagedProcess(args, tmp_path / "launcher.log", env=launcher_env).start()
     try:
         yield plat, launcher
     finally:
@@ -302,6 +303,58 @@ def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
         assert record["total_samples"] == 3
         logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
         assert "installed admin/tiny-echo@0.1.0" in logs and "finalized" in logs
+
+
+@pytest.mark.e2e
+def test_ray_launcher_contains_a_hostile_pushed_environment(
+    ray_address: str, demo_model: str, tmp_path: Path
+) -> None:
+    """The hostile package of tests/e2e/test_containment.py, pushed by a plain user and run
+    as a Ray job: the guard confines it on the node, and every probe fails there too."""
+    from proctor.hosted.confine import host_problem
+    from tests.e2e.hosted_helpers import wait_closed
+    from tests.e2e.test_containment import (
+        MEMORY_MB,
+        UIDS,
+        assert_contained,
+        hostile_project,
+        hostile_targets,
+        probes_of,
+    )
+    from tests.e2e.test_hub import make_key, proctor
+
+    problem = host_problem()
+    assert problem is None or not os.environ.get("CI"), problem
+    if problem is not None:
+        pytest.skip(f"this machine cannot confine sandboxes: {problem}")
+    caps = {
+        "PROCTOR_HOSTED_UIDS": UIDS,
+        "PROCTOR_HOSTED_MEMORY_MB": str(MEMORY_MB),
+        "PROCTOR_HOSTED_PIDS": "64",
+    }
+    with ray_launcher(ray_address, tmp_path, **caps) as (plat, launcher):
+        data_dir = Path(plat.data_dir)
+        (data_dir / "config.toml").write_text(f'api_key = "{plat.api_key}"\n')
+        mallory = make_key(plat, "mallory")
+        other_log = data_dir / "sandboxes" / "another" / "sandbox.log"
+        other_log.parent.mkdir(parents=True)
+        other_log.write_text("another tenant's log\n")
+        with hostile_targets(data_dir, other_log, plat.api_key) as targets:
+            folder = hostile_project(tmp_path, targets)
+            pushed = proctor(plat, mallory, "envs", "push", str(folder))
+            assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+            run = proctor(
+                plat, mallory, "hosted", "run", "hostile-echo", "-m", "demo",
+                "--api-base-url", demo_model, "-n", "1", "-r", "1",
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            evaluation_id = run.stdout.strip().splitlines()[-1]
+            record = wait_closed(plat.client(mallory), plat, evaluation_id, timeout=240)
+        answer = plat.client(mallory).get(f"/hosted-evaluations/{evaluation_id}/logs")
+        logs = str(answer.json()["logs"])
+        probes = probes_of(logs)
+        assert probes is not None, (record, logs[-3000:], launcher.output()[-2000:])
+        assert_contained(probes, record, UIDS)
 
 
 def _evals_of(evaluation_id: str) -> list[psutil.Process]:
