@@ -65,6 +65,13 @@ def test_exit_code_is_reported(tmp_path: Path) -> None:
     assert _wait_exit(backend, handle).exit_code == 3
 
 
+def test_the_sandbox_log_is_readable_by_the_server_only(tmp_path: Path) -> None:
+    backend = LocalSandbox()
+    handle = backend.start(_spec(tmp_path, "echo private"))
+    _wait_exit(backend, handle)
+    assert (tmp_path / "logs" / "sandbox.log").stat().st_mode & 0o077 == 0
+
+
 def test_readopted_sandbox_reports_exit_code_from_a_new_backend(tmp_path: Path) -> None:
     first = LocalSandbox()
     handle = first.start(_spec(tmp_path, "sleep 0.5; exit 7"))

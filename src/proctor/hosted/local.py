@@ -184,7 +184,9 @@ class LocalSandbox:
             for path in spec.writable:
                 path.mkdir(parents=True, exist_ok=True)
         argv = ["/bin/sh", "-c", _wrapped(command, exit_path)]
-        with log_path.open("ab") as log:
+        # The log may hold what the run printed of its secrets: readable by the server only.
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             proc = subprocess.Popen(
                 argv,
                 cwd=workdir,
