@@ -104,6 +104,7 @@ async def test_the_sdks_stream_helper_assembles_a_tool_call_as_verifiers_reads_i
     assert all(f.choices[0].finish_reason is not None and f.usage for f in finals)
     called = [f for f in finals if f.choices[0].finish_reason == "tool_calls"]
     assert called, "the demo model called no tool on three tool-calc tasks"
+    assert not called[0].choices[0].message.content
     (call,) = called[0].choices[0].message.tool_calls or []
     assert call.function.name == "calculator" and json.loads(call.function.arguments)
 

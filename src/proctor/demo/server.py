@@ -183,8 +183,10 @@ def stream_events(
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return _sse({**head, "choices": [choice], **extra})
 
-    events = [chunk({"role": "assistant", "content": ""})]
-    content = message.get("content") or ""
+    content = message.get("content")
+    # As OpenAI's streams open: an empty text, or null before tool calls.
+    events = [chunk({"role": "assistant", "content": "" if content is not None else None})]
+    content = content or ""
     events += [chunk({"content": content[i : i + _PIECE]}) for i in range(0, len(content), _PIECE)]
     for index, call in enumerate(message.get("tool_calls") or []):
         events.append(chunk({"tool_calls": [{"index": index, **call}]}))
