@@ -89,3 +89,21 @@ def test_evals_list_prints_no_escape_sequence_from_an_evaluations_name(
     assert listed.returncode == 0, listed.stderr
     assert "xredevil" in listed.stdout
     assert not any(c in listed.stdout for c in "\x1b\x07\u202e")
+
+
+def test_evals_compare_refuses_evaluations_of_different_environments(
+    plat: Platform, tmp_path: Path
+) -> None:
+    ids = []
+    with plat.client() as api:
+        for dataset in ("gsm8k", "math"):
+            created = api.post("/evaluations/", json={"name": dataset, "dataset": dataset})
+            assert created.status_code == 201, created.text
+            evaluation_id = created.json()["evaluation_id"]
+            sample = {"sample_id": "s0", "example_id": 0, "rollout_number": 1, "reward": 1.0}
+            posted = api.post(f"/evaluations/{evaluation_id}/samples", json={"samples": [sample]})
+            assert posted.is_success, posted.text
+            ids.append(evaluation_id)
+    refused = proctor(plat, tmp_path, "evals", "compare", *ids)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "cannot be compared: 'gsm8k' ran gsm8k and 'math' ran math" in refused.stderr

@@ -39,7 +39,8 @@ def test_env_runs_end_to_end(env: str, demo_model: str, tmp_path: Path) -> None:
     rewards = [r["reward"] for r in records]
     mean = f"{sum(rewards) / len(rewards):.3f}"
     assert re.search(
-        rf"mean reward {mean}( ± \d\.\d{{3}} \(95% CI\))?, 8 examples {TIMES} 2 rollouts",
+        rf"mean reward {mean}( ± \d\.\d{{3}} \(95% CI\)| \(95% CI \d\.\d{{3}} to \d\.\d{{3}}\)"
+        rf"| \(no interval: [a-z ]+\))?, 8 examples {TIMES} 2 rollouts",
         result.stdout,
     ), result.stdout
     assert "error rate 0.0%" in result.stdout

@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from scipy import stats as scipy_stats
+from statsmodels.stats.proportion import proportion_confint
 
 from tests.server.conftest import Api
 from tests.server.test_evaluations import wait_status
@@ -38,9 +40,10 @@ def test_stats_are_the_clustered_mean_of_scored_samples(api: Api) -> None:
             _sample(0, 2, 1.0),
             _sample(1, 1, 0.0),
             _sample(1, 2, 0.0),
-            # Errored: counted, not averaged (whether its reward is null or the engine's 0).
+            # Errored: counted, not averaged (whether its reward is null, 0 or even 1).
             _sample(2, 1, None, error={"type": "Timeout", "message": "slow"}),
             _sample(2, 2, 0.0, error={"type": "Timeout", "message": "slow"}),
+            _sample(3, 1, 1.0, error={"type": "Timeout", "message": "slow"}),
         ],
     )
     body = api.get(f"/evaluations/{evaluation_id}/stats").json()
@@ -48,12 +51,17 @@ def test_stats_are_the_clustered_mean_of_scored_samples(api: Api) -> None:
     assert reward["mean"] == 0.5
     assert reward["se"] == pytest.approx(0.5)  # clustered; naive would be sqrt(1/12)
     assert reward["naive_se"] == pytest.approx(math.sqrt(1 / 12))
-    assert reward["ci95"] == pytest.approx([0.5 - 1.959964 * 0.5, 0.5 + 1.959964 * 0.5])
-    assert (reward["n_samples"], reward["n_errored"], reward["n_examples"]) == (4, 2, 2)
-    assert body["headline"] == "0.500 ± 0.980 (95% CI), 2 examples \u00d7 2 rollouts"
+    # 0/1 rewards: Wilson's interval on the effective size p(1-p)/SE^2 = 1.
+    assert reward["ci_method"] == "wilson" and reward["df"] == 1
+    assert reward["ci95"] == pytest.approx(list(proportion_confint(0.5, 1, method="wilson")))
+    assert (reward["n_samples"], reward["n_errored"], reward["n_examples"]) == (4, 3, 2)
+    assert reward["n_errored_examples"] == 2
+    low, high = reward["ci95"]
+    assert body["headline"] == (
+        f"0.500 (95% CI {low:.3f} to {high:.3f}), 2 examples \u00d7 2 rollouts"
+    )
     assert body["label"] == "mean reward" and "errored" in body["covers"]
-    # The default pass mark is the best reward reached (1.0 here).
-    assert body["pass_threshold"] == 1.0
+    assert body["pass_threshold"] == 1.0 and body["pass_threshold_source"] == "default"
     assert body["pass_at_k"] == [
         {"k": 1, "value": 0.5, "n_examples": 2},
         {"k": 2, "value": 0.5, "n_examples": 2},
@@ -132,9 +140,14 @@ def test_compare_pairs_common_examples_and_lists_one_sided_ones(api: Api) -> Non
     assert paired["n_common"] == 3
     assert paired["mean_diff"] == pytest.approx(1 / 3)
     assert paired["se"] == pytest.approx(1 / 6)
-    assert paired["p_value"] == pytest.approx(0.0455, abs=1e-4)
+    # A paired t-test on 2 degrees of freedom (the normal gave 0.0455).
+    oracle = scipy_stats.ttest_rel([1.0, 1.0, 0.5], [0.5, 1.0, 0.0])
+    assert paired["p_value"] == pytest.approx(oracle.pvalue, rel=1e-10) and paired["df"] == 2
+    interval = oracle.confidence_interval(0.95)
+    assert paired["ci95"] == pytest.approx([interval.low, interval.high], rel=1e-10)
     assert (paired["wins"], paired["ties"], paired["losses"]) == (2, 1, 0)
-    assert paired["mde80"] == pytest.approx(2.8016 / 6, rel=1e-4)
+    power = scipy_stats.t.ppf(0.975, 2) + scipy_stats.t.ppf(0.8, 2)
+    assert paired["mde80"] == pytest.approx(power / 6, rel=1e-10)
     assert paired["only_baseline"] == {"count": 1, "example_ids": [4]}
     assert paired["only_candidate"] == {"count": 1, "example_ids": [5]}
 
@@ -152,3 +165,80 @@ def test_compare_and_stats_refuse_bad_input_and_hide_other_users(api: Api) -> No
         assert "detail" in response.json() or "error" in response.json()
     bad = api.get(f"/evaluations/{own}/stats?pass_threshold=high", mine)
     assert bad.status_code == 422
+
+
+def test_pass_mark_is_one_by_default_declared_or_set_never_the_best_reward(api: Api) -> None:
+    zeros = api.create(name="zeros")
+    _post(api, zeros, [_sample(e, r, 0.0) for e in range(3) for r in range(3)])
+    body = api.get(f"/evaluations/{zeros}/stats").json()
+    # The old default (the best reward reached, 0.0 here) made every pass@k 1.000.
+    assert [row["value"] for row in body["pass_at_k"]] == [0.0, 0.0, 0.0]
+    assert (body["pass_threshold"], body["pass_threshold_source"]) == (1.0, "default")
+    declared = api.create(name="declared", metadata={"max_reward": 0.5})
+    _post(api, declared, [_sample(0, 1, 0.5), _sample(0, 2, 0.25), _sample(1, 1, 0.5)])
+    body = api.get(f"/evaluations/{declared}/stats").json()
+    assert (body["pass_threshold"], body["pass_threshold_source"]) == (0.5, "declared")
+    assert body["pass_at_k"][0] == {"k": 1, "value": 0.75, "n_examples": 2}
+    chosen = api.get(f"/evaluations/{declared}/stats?pass_threshold=0.2").json()
+    assert (chosen["pass_threshold"], chosen["pass_threshold_source"]) == (0.2, "set")
+
+
+def test_compare_uses_one_pass_mark_on_both_sides(api: Api) -> None:
+    # Continuous rewards with different best values (0.97 and 0.85): one mark for both.
+    a, b = api.create(name="a"), api.create(name="b")
+    _post(api, a, [_sample(e, 1, 0.97 if e == 0 else 0.5) for e in range(4)])
+    _post(api, b, [_sample(e, 1, 0.85 if e == 0 else 0.6) for e in range(4)])
+    body = api.get(f"/evaluations/compare?ids={a},{b}").json()
+    assert body["pass_threshold"] == 1.0 and body["pass_threshold_source"] == "default"
+    assert [e["pass_threshold"] for e in body["evaluations"]] == [1.0, 1.0]
+    assert [e["pass_at_k"][0]["value"] for e in body["evaluations"]] == [0.0, 0.0]
+    set_mark = api.get(f"/evaluations/compare?ids={a},{b}&pass_threshold=0.8").json()
+    assert [e["pass_at_k"][0]["value"] for e in set_mark["evaluations"]] == [0.25, 0.25]
+    assert set_mark["pass_threshold_source"] == "set"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "needle"),
+    [
+        ({"dataset": "gsm8k"}, {"dataset": "math"}, "ran gsm8k"),
+        (
+            {"dataset": "gsm8k", "metadata": {"env_args": {"split": "test"}}},
+            {"dataset": "gsm8k", "metadata": {"env_args": {"split": "train"}}},
+            "env_args",
+        ),
+        (
+            {"dataset": "gsm8k", "metadata": {"env_version": "0.1.0"}},
+            {"dataset": "gsm8k", "metadata": {"env_version": "0.2.0"}},
+            "version 0.2.0",
+        ),
+    ],
+)
+def test_compare_refuses_evaluations_that_do_not_compare(
+    api: Api, first: dict[str, Any], second: dict[str, Any], needle: str
+) -> None:
+    a, b = api.create(name="a", **first), api.create(name="b", **second)
+    _post(api, a, [_sample(e, 1, 1.0) for e in range(3)])
+    _post(api, b, [_sample(e, 1, 0.0) for e in range(3)])
+    response = api.get(f"/evaluations/compare?ids={a},{b}")
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "not_comparable" and needle in error["message"]
+    assert "same environment at the same version with the same env_args" in error["message"]
+
+
+def test_compare_refuses_evaluations_sharing_no_example_and_counts_all_errored_ones(
+    api: Api,
+) -> None:
+    a, b, c = api.create(name="a"), api.create(name="b"), api.create(name="c")
+    _post(api, a, [_sample(e, 1, 1.0) for e in range(3)])
+    _post(api, b, [_sample(e, 1, 0.0) for e in range(10, 13)])
+    refused = api.get(f"/evaluations/compare?ids={a},{b}")
+    assert refused.status_code == 400 and "share no example id" in refused.text
+    # c errored in every rollout of example 2: paired as 0 on c's side, not dropped.
+    timeout = {"type": "Timeout", "message": "slow"}
+    _post(api, c, [_sample(0, 1, 1.0), _sample(1, 1, 1.0), _sample(2, 1, 1.0, error=timeout)])
+    paired = api.get(f"/evaluations/compare?ids={a},{c}").json()["paired"]
+    assert paired["n_common"] == 3 and paired["only_baseline"]["count"] == 0
+    assert paired["errored_candidate"] == {"count": 1, "example_ids": [2]}
+    assert paired["mean_diff"] == pytest.approx(-1 / 3) and paired["losses"] == 1
+    assert (paired["mean_baseline"], paired["mean_candidate"]) == pytest.approx((1.0, 2 / 3))

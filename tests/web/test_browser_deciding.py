@@ -3,6 +3,8 @@ did, the paired compare, phones, dark mode, the CSP and markdown that stays text
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -112,8 +114,9 @@ def test_compare_leads_with_the_paired_difference_and_cells_open_both_transcript
         f"{paired['wins']} wins, {paired['ties']} ties, {paired['losses']} losses"
     )
     expect(page.locator("#paired-p")).to_be_visible()
-    # Sort by the difference column, then open an example from a cell.
-    page.locator("#compare-examples thead th").last.click()
+    # Sort by the difference column (on the server, over all examples), then open one.
+    page.locator("#sort-diff").click()
+    expect(page).to_have_url(re.compile(r"sort=diff"))
     values = page.locator("#compare-examples tbody td.diff").evaluate_all(
         "cells => cells.map(c => c.dataset.value === '' ? null : Number(c.dataset.value))"
     )

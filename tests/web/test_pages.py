@@ -220,9 +220,13 @@ def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:
     assert 'id="pass-at-k"' in text and 'id="reward-means"' in text
     assert "the model timed out" in text  # the errored sample in the table
     data = web.client.get(f"/evaluations/{seeded.own}?format=json").json()
-    assert sum(b["count"] for b in data["histogram"]) == 20
-    assert data["histogram"][0]["count"] == 6 and data["histogram"][-1]["count"] == 14
-    assert data["errored"] == 1
+    # Scored samples only: the errored s-4-4, stored with reward 1.0, is in no bar.
+    assert sum(b["count"] for b in data["histogram"]) == 19
+    assert data["histogram"][0]["count"] == 6 and data["histogram"][-1]["count"] == 13
+    assert data["errored"] == 1 and data["errored_examples"] == 0
+    errored_row = [s for s in data["table"]["samples"] if s["has_error"]]
+    assert [(s["sample_id"], s["reward"]) for s in errored_row] == [("s-4-4", None)]
+    assert '<span class="bad">error</span>' in text
     examples = data["examples"]
     assert examples["examples"] == 5 and examples["max_rollouts"] == 4
     # Scored samples only: example 4's errored rollout is left out (19 of 20 are scored).
@@ -300,7 +304,8 @@ def test_samples_table_pages_sorts_and_filters(web: Web) -> None:
     assert data["table"]["has_more"] is False
     low = web.client.get(f"{base}?sort=reward&limit=7&format=json").json()["table"]["samples"]
     assert [s["reward"] for s in low] == [0.0] * 6 + [1.0]
-    high = web.client.get(f"{base}?sort=-reward&limit=14&format=json").json()
+    # Errored samples are never ranked by the reward stored with them (s-4-4 has 1.0).
+    high = web.client.get(f"{base}?sort=-reward&limit=13&format=json").json()
     assert {s["reward"] for s in high["table"]["samples"]} == {1.0}
     assert _sample_ids(web, f"{base}?errored=yes") == ["s-4-4"]
     by_reward = _sample_ids(web, f"{base}?example=3&sort=-reward")
@@ -356,11 +361,11 @@ def test_compare_highlights_per_example_differences(web: Web) -> None:
     assert page.status_code == 200 and 'class="num best"' in page.text
     base = f"/compare?ids={seeded.own},{seeded.second}&limit=2&format=json"
     first = web.client.get(base).json()
-    assert [r["example_id"] for r in first["examples"]] == [0, 1] and first["next_after"] == 1
-    second = web.client.get(f"{base}&after=1").json()
+    assert [r["example_id"] for r in first["examples"]] == [0, 1] and first["next_start"] == 2
+    second = web.client.get(f"{base}&start=2").json()
     assert [r["example_id"] for r in second["examples"]] == [2, 3]
-    last = web.client.get(f"{base}&after=3").json()
-    assert [r["example_id"] for r in last["examples"]] == [4] and last["next_after"] is None
+    last = web.client.get(f"{base}&start=4").json()
+    assert [r["example_id"] for r in last["examples"]] == [4] and last["next_start"] is None
     assert "next →" in web.client.get(f"/compare?ids={seeded.own},{seeded.second}&limit=2").text
 
 
@@ -396,14 +401,15 @@ def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web) -> None:
         ("/evaluations/{own}/samples?example=x", "'example' must be an integer"),
         ("/evaluations/{own}?pass_threshold=high", "'pass_threshold' must be a number"),
         ("/compare?ids={own}", "Compare needs 2 to 6"),
-        ("/compare?ids={own},{team}&after=x", "'after' must be an integer"),
-        ("/compare?ids={own},{team}", "of one environment"),
+        ("/compare?ids={own},{second}&start=x", "'start' must be an integer"),
+        ("/compare?ids={own},{second}&sort=name", "Unknown sort 'name'"),
+        ("/compare?ids={own},{team}", "cannot be compared: 'alice-calc' ran tool-calc"),
     ],
 )
 def test_bad_query_parameters_answer_a_clear_400(web: Web, path: str, needle: str) -> None:
     seeded = web.seed()
     web.login(seeded.alice_key)
-    response = web.client.get(path.format(own=seeded.own, team=seeded.team))
+    response = web.client.get(path.format(own=seeded.own, team=seeded.team, second=seeded.second))
     assert response.status_code == 400, response.text
     assert needle in html.unescape(response.text) and "Bad request" in response.text
     assert "Traceback" not in response.text

@@ -31,8 +31,9 @@ def test_histogram_spans_rewards_outside_zero_one_and_skips_missing(web: Web) ->
     # Example 2's only rollout has no reward: it is not an example with rollouts.
     assert examples["examples"] == 2 and examples["max_rollouts"] == 2
     assert examples["mean_per_example"] == pytest.approx((-0.25 + 2.0) / 2)
-    # The default pass mark is the best reward reached (2.0 here).
-    assert data["stats"]["pass_threshold"] == 2.0
+    # The default pass mark is 1.0, never the best reward reached (2.0 here).
+    assert data["stats"]["pass_threshold"] == 1.0
+    assert data["stats"]["pass_threshold_source"] == "default"
     pass_at = {row["k"]: row["value"] for row in data["stats"]["pass_at_k"]}
     assert pass_at == {1: pytest.approx(0.5), 2: pytest.approx(0.5)}
     sorted_low = web.client.get(f"/evaluations/{evaluation}/samples?sort=reward&format=json")

@@ -29,6 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("baseline", help="evaluation id of the baseline (A)")
     compare.add_argument("candidate", help="evaluation id of the candidate (B)")
     compare.add_argument("--json", action="store_true", help="print the platform's answer")
+    compare.add_argument(
+        "--pass-threshold",
+        type=float,
+        default=None,
+        help="pass@k's mark on both sides (default: the max_reward both declare, else 1.0)",
+    )
     create = sub.add_parser(
         "create",
         help="create an evaluation for shards to fill; prints its id",
@@ -60,15 +66,27 @@ def format_comparison(answer: dict[str, Any]) -> str:
     p = answer["paired"]
     half = None if p["ci95"] is None else (p["ci95"][1] - p["ci95"][0]) / 2
     spread = "" if half is None else f" ± {half:.3f} (95% CI)"
+    test = "" if p["p_value"] is None else f", p = {_number(p['p_value'])} (paired t, {p['df']} df)"
     lines.append(
         f"B - A over {p['n_common']} common examples: {_number(p['mean_diff'], sign=True)}"
-        f"{spread}, p = {_number(p['p_value'])}; "
-        f"wins {p['wins']}, ties {p['ties']}, losses {p['losses']}"
+        f"{spread}{test}; wins {p['wins']}, ties {p['ties']}, losses {p['losses']}"
     )
-    lines.append(f"smallest difference detectable at 80% power: {_number(p['mde80'])}")
+    if p["no_interval"]:
+        lines.append(f"no interval or p-value: {p['no_interval']}")
+    else:
+        lines.append(f"smallest difference detectable at 80% power: {_number(p['mde80'])}")
+    errored_a, errored_b = p["errored_baseline"]["count"], p["errored_candidate"]["count"]
+    if errored_a or errored_b:
+        lines.append(
+            f"errored in every rollout, counted as 0: {errored_a} examples in A, {errored_b} in B"
+        )
     only_a, only_b = p["only_baseline"]["count"], p["only_candidate"]["count"]
     if only_a or only_b:
         lines.append(f"not paired: {only_a} examples only in A, {only_b} only in B")
+    source = {"set": "set by you", "declared": "declared max_reward"}.get(
+        answer["pass_threshold_source"], "default"
+    )
+    lines.append(f"pass@k on both sides at reward >= {answer['pass_threshold']:g} ({source})")
     return "\n".join(lines)
 
 
@@ -96,7 +114,9 @@ def run(argv: list[str]) -> int:
             )
             return 0
         if args.action == "compare":
-            answer = remote.compare(client, [args.baseline, args.candidate])
+            answer = remote.compare(
+                client, [args.baseline, args.candidate], pass_threshold=args.pass_threshold
+            )
             print(json.dumps(answer, indent=2) if args.json else format_comparison(answer))
             return 0
         records = remote.list_evaluations(client, limit=args.limit)

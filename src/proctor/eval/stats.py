@@ -37,6 +37,10 @@ class RunStats:
     """Per example id: [scored rollouts, sum of rewards, sum of squared rewards]."""
     new_done: int = 0
     """Episodes finished by this invocation (kept ones of a resume excluded), for the rate."""
+    reward_range: list[float] = field(default_factory=list)
+    """[lowest, highest] scored reward (empty before the first)."""
+    binary: bool = True
+    """Every scored reward is 0 or 1 (the interval is then Wilson's, as the platform's)."""
 
     def add(self, record: dict[str, Any], *, new: bool = True) -> None:
         """Count one finished episode record."""
@@ -59,6 +63,12 @@ class RunStats:
             totals[0] += 1
             totals[1] += reward
             totals[2] += reward * reward
+            if self.reward_range:
+                self.reward_range[0] = min(self.reward_range[0], reward)
+                self.reward_range[1] = max(self.reward_range[1], reward)
+            else:
+                self.reward_range[:] = [reward, reward]
+            self.binary = self.binary and reward in (0.0, 1.0)
         for group in ("rewards", "metrics"):
             for name, value in (record.get(group) or {}).items():
                 if value is None:
@@ -84,6 +94,8 @@ class RunStats:
         moments = arithmetic.Moments()
         for n, total, total_sq in self.by_example.values():
             moments.add_totals(int(n), total, total_sq)
+        if self.reward_range:
+            moments.observe_range(*self.reward_range, binary=self.binary)
         return arithmetic.estimate(moments)
 
     @property

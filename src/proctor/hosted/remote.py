@@ -64,10 +64,14 @@ def stats(client: PlatformClient, evaluation_id: str) -> dict[str, Any]:
     return client.call("GET", f"/evaluations/{evaluation_id}/stats")
 
 
-def compare(client: PlatformClient, evaluation_ids: list[str]) -> dict[str, Any]:
-    """Statistics of the evaluations and the paired comparison of the first two."""
+def compare(
+    client: PlatformClient, evaluation_ids: list[str], pass_threshold: float | None = None
+) -> dict[str, Any]:
+    """Statistics of the evaluations and the paired comparison of the first two (the
+    platform refuses evaluations that do not compare, with the reason)."""
     ids = ",".join(quote(i, safe="") for i in evaluation_ids)
-    return client.call("GET", f"/evaluations/compare?ids={ids}")
+    mark = "" if pass_threshold is None else f"&pass_threshold={pass_threshold!r}"
+    return client.call("GET", f"/evaluations/compare?ids={ids}{mark}")
 
 
 def logs(client: PlatformClient, evaluation_id: str) -> str:

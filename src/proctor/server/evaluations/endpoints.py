@@ -134,10 +134,13 @@ def compare_evaluations(
     principal: CurrentPrincipal,
     session: ReadSession,
     ids: Annotated[str, Query(max_length=2000)],
+    pass_threshold: Annotated[float | None, Query(ge=-1e9, le=1e9)] = None,
 ) -> Comparison:
-    """Statistics of 2 to 6 evaluations, and candidate (2nd) against baseline (1st), paired."""
+    """Statistics of 2 to 6 comparable evaluations at one pass mark, and candidate (2nd)
+    against baseline (1st), paired; 400 `not_comparable` for evaluations of different
+    environments, versions or env_args, or with no example in common."""
     evaluations = [service.get_visible(session, principal, i) for i in stats.parse_ids(ids)]
-    return Comparison.model_validate(stats.compare(session, evaluations))
+    return Comparison.model_validate(stats.compare(session, evaluations, threshold=pass_threshold))
 
 
 @router.get("/{evaluation_id}/stats", response_model=EvaluationStats)

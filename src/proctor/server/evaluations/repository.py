@@ -11,6 +11,7 @@ from typing import Any, Literal
 from sqlalchemy import (
     Integer,
     String,
+    and_,
     bindparam,
     case,
     cast,
@@ -280,8 +281,9 @@ def sample_rows(
     """Samples of an evaluation, filtered and ordered, `limit` from `offset`.
 
     Unfiltered in `seq` order this is a range on `(evaluation_id, seq)`, not an OFFSET scan.
-    Ordered by reward, samples without a reward are left out (so the order can come from
-    `ix_samples_evaluation_reward` on every backend, whatever its NULL ordering).
+    Ordered by reward, samples without a reward or with an error are left out (so the order
+    can come from `ix_samples_evaluation_reward` on every backend, whatever its NULL
+    ordering, and an errored sample is never ranked by a reward).
     """
     conditions: list[ColumnElement[bool]] = [Sample.evaluation_id == evaluation_id]
     if errored is not None:
@@ -303,18 +305,20 @@ def sample_rows(
         query = query.order_by(Sample.seq)
     elif order == "reward_desc":
         # Ties by row id in the same direction: exactly the index's order, so no sort.
-        query = query.where(Sample.reward.is_not(None))
+        # Only scored samples are ranked by reward: an errored one's stored reward is none.
+        query = query.where(Sample.reward.is_not(None), Sample.has_error.is_(False))
         query = query.order_by(Sample.reward.desc(), Sample.id.desc())
     else:
-        query = query.where(Sample.reward.is_not(None))
+        query = query.where(Sample.reward.is_not(None), Sample.has_error.is_(False))
         query = query.order_by(Sample.reward.asc(), Sample.id.asc())
     return list(session.scalars(query.offset(offset).limit(limit)))
 
 
 def reward_histogram(session: Session, evaluation_id: str, *, edges: Sequence[float]) -> list[int]:
-    """How many rewards fall in each `[edges[i], edges[i+1])` (the last bin is closed).
+    """How many scored rewards fall in each `[edges[i], edges[i+1])` (the last bin is closed).
 
     One counted range per bin on `ix_samples_evaluation_reward`: no grouping, no sort.
+    Errored samples are never binned, whatever reward they were stored with.
     """
     counts = []
     last = len(edges) - 2
@@ -325,7 +329,7 @@ def reward_histogram(session: Session, evaluation_id: str, *, edges: Sequence[fl
                 session.scalar(
                     select(func.count())
                     .select_from(Sample)
-                    .where(Sample.evaluation_id == evaluation_id, Sample.reward >= low, upper)
+                    .where(*_scored(evaluation_id), Sample.reward >= low, upper)
                 )
                 or 0
             )
@@ -350,8 +354,9 @@ def example_shapes(
 ) -> list[tuple[int, int, int, int, float]]:
     """Examples grouped by shape: `(rollouts, passed, mean bucket, examples, sum of means)`.
 
-    Per example (one pass over `ix_samples_evaluation_example`): its rollouts with a reward,
-    how many reached `threshold`, and its mean reward; then examples sharing the same
+    Per example (one pass over `ix_samples_evaluation_example`): its scored rollouts, how
+    many reached `threshold`, and its mean scored reward (examples with none are left out:
+    `errored_examples` counts them); then examples sharing the same
     rollouts, passes and mean bucket (`floor((mean - low) / width)`) are counted together,
     so the answer has a few rows however many examples there are.
     """
@@ -361,7 +366,7 @@ def example_shapes(
             func.sum(case((Sample.reward >= threshold, 1), else_=0)).label("c"),
             func.avg(Sample.reward).label("m"),
         )
-        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
+        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
         .group_by(Sample.example_id)
         .subquery()
     )
@@ -403,11 +408,12 @@ def example_ids_after(
 def example_means(
     session: Session, evaluation_ids: Sequence[str], example_ids: Sequence[int]
 ) -> list[tuple[int, str, float | None, int]]:
-    """`(example_id, evaluation_id, mean reward, rollouts)` for these examples and runs."""
+    """`(example_id, evaluation_id, mean scored reward, rollouts)` for these examples and runs
+    (the mean is None where every rollout errored)."""
     if not example_ids:
         return []
     rows = session.execute(
-        select(Sample.example_id, Sample.evaluation_id, func.avg(Sample.reward), func.count())
+        select(Sample.example_id, Sample.evaluation_id, func.avg(_scored_reward()), func.count())
         .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.in_(example_ids))
         .group_by(Sample.example_id, Sample.evaluation_id)
         .order_by(Sample.example_id)
@@ -483,14 +489,69 @@ def example_groups(
     return rows
 
 
-def scored_example_means(session: Session, evaluation_id: str) -> dict[int, float]:
-    """Mean scored reward of each example that has one."""
+def _scored_reward() -> ColumnElement[Any]:
+    # The reward of a scored sample, NULL for an errored one (which AVG and COUNT skip).
+    return case(
+        (and_(Sample.reward.is_not(None), Sample.has_error.is_(False)), Sample.reward),
+        else_=None,
+    )
+
+
+def scored_example_means(session: Session, evaluation_id: str) -> dict[int, float | None]:
+    """Mean scored reward of each example; None for one that errored in every rollout."""
     rows = session.execute(
-        select(Sample.example_id, func.avg(Sample.reward))
-        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
+        select(Sample.example_id, func.avg(_scored_reward()))
+        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
         .group_by(Sample.example_id)
     )
-    return {int(e): float(m) for e, m in rows}
+    return {int(e): None if m is None else float(m) for e, m in rows}
+
+
+def errored_examples(session: Session, evaluation_id: str) -> int:
+    """How many examples have samples but not one scored (errored in every rollout)."""
+    per_example = (
+        select(func.count(_scored_reward()).label("scored"))
+        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
+        .group_by(Sample.example_id)
+        .subquery()
+    )
+    return int(
+        session.scalar(
+            select(func.count()).select_from(per_example).where(per_example.c.scored == 0)
+        )
+        or 0
+    )
+
+
+def scored_range(session: Session, evaluation_id: str) -> tuple[float | None, float | None, bool]:
+    """The lowest and highest scored reward, and whether every scored reward is 0 or 1."""
+    low, high, other = session.execute(
+        select(
+            func.min(Sample.reward),
+            func.max(Sample.reward),
+            func.sum(case((Sample.reward.in_((0.0, 1.0)), 0), else_=1)),
+        ).where(*_scored(evaluation_id))
+    ).one()
+    return (
+        None if low is None else float(low),
+        None if high is None else float(high),
+        not other,
+    )
+
+
+def shared_example(session: Session, first_id: str, second_id: str) -> bool:
+    """Whether two evaluations hold samples of at least one same example id."""
+    other = select(Sample.example_id).where(
+        Sample.evaluation_id == second_id, Sample.example_id.is_not(None)
+    )
+    return (
+        session.scalar(
+            select(Sample.example_id)
+            .where(Sample.evaluation_id == first_id, Sample.example_id.in_(other))
+            .limit(1)
+        )
+        is not None
+    )
 
 
 USAGE_FIELDS = {

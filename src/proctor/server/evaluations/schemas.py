@@ -8,7 +8,7 @@ document that shape in the OpenAPI spec.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -197,11 +197,22 @@ class RewardStats(BaseModel):
     mean: float | None
     se: float | None
     ci95: list[float] | None
+    ci_method: str | None
+    """`student-t`, `student-t, kept in [0, 1]` or `wilson` (docs/statistics.md)."""
+    df: int | None
+    """Degrees of freedom of the t quantile: examples - 1."""
+    no_interval: str | None
+    """Why there is no interval (one example, a spread of 0, nothing scored)."""
     half_width: float | None
     naive_se: float | None
     n_samples: int
+    """Scored samples (a reward and no error)."""
     n_errored: int
+    """Errored samples: counted, never averaged, binned or passed."""
     n_examples: int
+    """Examples with at least one scored sample."""
+    n_errored_examples: int
+    """Examples that errored in every rollout."""
     rollouts_per_example: str
 
 
@@ -234,19 +245,22 @@ class EvaluationStats(BaseModel):
     headline: str
     reward: RewardStats
     pass_threshold: float
+    """pass@k's pass mark: a scored reward at or above it passes."""
+    pass_threshold_source: Literal["set", "declared", "default"]
+    """The user's `pass_threshold`, the `max_reward` the metadata declares, or 1.0."""
     pass_at_k: list[PassAtK]
     usage: UsageTotals
 
 
 class OneSided(BaseModel):
-    """Examples only one side of a comparison scored (ids capped at 1000)."""
+    """Examples of one kind in a comparison (ids capped at 1000; the count is exact)."""
 
     count: int
     example_ids: list[int]
 
 
 class PairedComparison(BaseModel):
-    """Candidate B against baseline A over the examples both scored."""
+    """Candidate B against baseline A over the examples both hold (docs/statistics.md)."""
 
     baseline: str
     candidate: str
@@ -259,6 +273,17 @@ class PairedComparison(BaseModel):
     ties: int
     losses: int
     mde80: float | None
+    df: int | None
+    """Degrees of freedom of the paired t: common examples - 1."""
+    no_interval: str | None
+    """Why there is no interval, p-value or MDE (under 2 common examples, or SE 0)."""
+    mean_baseline: float | None
+    """Mean of A's example means over the common examples."""
+    mean_candidate: float | None
+    errored_baseline: OneSided
+    """Common examples that errored in every rollout of A (counted there as 0)."""
+    errored_candidate: OneSided
+    covers: str
     only_baseline: OneSided
     only_candidate: OneSided
 
@@ -268,6 +293,9 @@ class Comparison(BaseModel):
 
     evaluations: list[EvaluationStats]
     paired: PairedComparison
+    pass_threshold: float
+    """The one pass mark every side's pass@k uses."""
+    pass_threshold_source: Literal["set", "declared", "default"]
 
 
 class ReopenedEvaluation(BaseModel):

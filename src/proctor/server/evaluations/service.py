@@ -487,6 +487,11 @@ def count_errored(session: Session, evaluation: Evaluation) -> int:
     return repository.count_errored(session, evaluation.id)
 
 
+def errored_examples(session: Session, evaluation: Evaluation) -> int:
+    """How many examples of an evaluation already checked visible errored in every rollout."""
+    return repository.errored_examples(session, evaluation.id)
+
+
 def example_shapes(
     session: Session, evaluation: Evaluation, *, threshold: float, low: float, width: float
 ) -> list[tuple[int, int, int, int, float]]:

@@ -9,6 +9,7 @@ once (the finalize task warms it, so the first reader of a large run does not pa
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,8 +27,19 @@ COMPARE_MAX = 6
 MEAN_LABEL = "mean reward"
 MEAN_COVERS = (
     "Mean reward over scored samples (a reward and no error); errored samples are counted, "
-    "not averaged. ± is the 95% interval, clustered by example."
+    "never averaged or binned. The 95% interval is clustered by example: Student's t on "
+    "examples - 1 degrees of freedom, Wilson's for 0/1 rewards, kept in [0, 1] for rewards "
+    "in [0, 1] (docs/statistics.md)."
 )
+PAIRED_COVERS = (
+    "B - A is the mean over the examples both evaluations hold of (B's example mean - A's "
+    "example mean). It differs from the difference of the two headline means because those "
+    "average over different example sets and weigh examples by their scored rollouts; the "
+    "paired figure compares like with like. An example that errored in every rollout of one "
+    "side counts there as 0 (a failure)."
+)
+PASS_MARK_SOURCES = ("set", "declared", "default")
+"""Where a pass mark came from: the user, the evaluation's declared `max_reward`, 1.0."""
 
 T = TypeVar("T")
 _cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
@@ -51,24 +63,53 @@ def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
     return value
 
 
-def default_threshold(evaluation: Evaluation) -> float:
-    """pass@k's default pass mark: the highest reward any rollout reached (1.0 before any).
+def declared_max_reward(evaluation: Evaluation) -> float | None:
+    """The maximum reward the evaluation's metadata declares (`max_reward`), if a number."""
+    try:
+        metadata = json.loads(evaluation.metadata_raw or "{}")
+    except ValueError:
+        return None
+    value = metadata.get("max_reward") if isinstance(metadata, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
-    The server does not know the rubric, so the best observed reward stands for its maximum.
+
+def pass_mark(evaluations: list[Evaluation], threshold: float | None) -> tuple[float, str]:
+    """pass@k's mark for these evaluations, one for all, and where it came from.
+
+    The user's `threshold`; else the `max_reward` every one of them declares (the same);
+    else `proctor.stats.DEFAULT_PASS_MARK` (1.0). Never a reward the run happened to reach.
     """
-    return evaluation.max_score if evaluation.max_score is not None else 1.0
+    if threshold is not None:
+        return threshold, "set"
+    declared = {declared_max_reward(e) for e in evaluations}
+    if len(declared) == 1 and None not in declared:
+        return float(declared.pop()), "declared"  # type: ignore[arg-type]
+    return stats.DEFAULT_PASS_MARK, "default"
 
 
-def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict[str, Any]:
+def _moments(session: Session, evaluation: Evaluation, threshold: float) -> tuple[Any, Any]:
     rows = repository.example_groups(session, evaluation.id, threshold=threshold)
     moments = stats.Moments()
     shapes: dict[tuple[int, int], int] = {}
     for n, passed, examples, total, total_sq, cluster_sq in rows:
         moments.add_groups(n, examples, total, total_sq, cluster_sq)
         shapes[(n, passed)] = shapes.get((n, passed), 0) + examples
+    low, high, binary = repository.scored_range(session, evaluation.id)
+    if low is not None and high is not None:
+        moments.observe_range(low, high, binary=binary)
+    return moments, shapes
+
+
+def _compute(
+    session: Session, evaluation: Evaluation, threshold: float, source: str
+) -> dict[str, Any]:
+    moments, shapes = _moments(session, evaluation, threshold)
     estimate = stats.estimate(moments)
     reward = estimate.to_json()
     reward["n_errored"] = repository.count_errored(session, evaluation.id)
+    reward["n_errored_examples"] = repository.errored_examples(session, evaluation.id)
     reward["half_width"] = estimate.half_width
     reward["naive_se"] = moments.naive_se()
     usage = _cached(
@@ -82,6 +123,7 @@ def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict
         "headline": stats.headline(estimate),
         "reward": reward,
         "pass_threshold": threshold,
+        "pass_threshold_source": source,
         "pass_at_k": [
             {"k": k, "value": value, "n_examples": count}
             for k, value, count in stats.pass_at_k_table(shapes)
@@ -96,17 +138,28 @@ def _compute(session: Session, evaluation: Evaluation, threshold: float) -> dict
 
 
 def evaluation_stats(
-    session: Session, evaluation: Evaluation, *, threshold: float | None = None
+    session: Session,
+    evaluation: Evaluation,
+    *,
+    threshold: float | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """The statistics of an evaluation already checked visible (JSON-ready, cached)."""
-    mark = default_threshold(evaluation) if threshold is None else threshold
-    return _cached(
-        ("stats", *_state(evaluation), mark), lambda: _compute(session, evaluation, mark)
-    )
+    """The statistics of an evaluation already checked visible (JSON-ready, cached).
+
+    `threshold` is pass@k's mark as the user set it (`source` says where it came from when
+    a comparison chose it); None takes `pass_mark`'s.
+    """
+    if source is None:
+        mark, source = pass_mark([evaluation], threshold)
+    else:
+        mark = stats.DEFAULT_PASS_MARK if threshold is None else threshold
+    key = ("stats", *_state(evaluation), mark, source)
+    return _cached(key, lambda: _compute(session, evaluation, mark, source))
 
 
-def example_means(session: Session, evaluation: Evaluation) -> dict[int, float]:
-    """Per-example mean scored reward of an evaluation already checked visible (cached)."""
+def example_means(session: Session, evaluation: Evaluation) -> dict[int, float | None]:
+    """Per-example mean scored reward of an evaluation already checked visible (cached);
+    None for an example that errored in every rollout."""
     return _cached(
         ("means", *_state(evaluation)),
         lambda: repository.scored_example_means(session, evaluation.id),
@@ -116,7 +169,7 @@ def example_means(session: Session, evaluation: Evaluation) -> dict[int, float]:
 def paired(
     session: Session, baseline: Evaluation, candidate: Evaluation, *, listed: int = 1000
 ) -> dict[str, Any]:
-    """Candidate against baseline over the examples both scored (JSON-ready).
+    """Candidate against baseline over the examples both hold (JSON-ready).
 
     `listed` caps the one-sided example ids returned (their counts are always exact).
     """
@@ -136,6 +189,19 @@ def paired(
         "ties": result.ties,
         "losses": result.losses,
         "mde80": result.mde80,
+        "df": result.df,
+        "no_interval": result.no_interval,
+        "mean_baseline": result.mean_baseline,
+        "mean_candidate": result.mean_candidate,
+        "errored_baseline": {
+            "count": len(result.errored_baseline),
+            "example_ids": result.errored_baseline[:listed],
+        },
+        "errored_candidate": {
+            "count": len(result.errored_candidate),
+            "example_ids": result.errored_candidate[:listed],
+        },
+        "covers": PAIRED_COVERS,
         "only_baseline": {
             "count": len(result.only_baseline),
             "example_ids": result.only_baseline[:listed],
@@ -170,13 +236,158 @@ def parse_ids(text: str) -> list[str]:
     return ids
 
 
-def compare(session: Session, evaluations: list[Evaluation]) -> dict[str, Any]:
-    """Each evaluation's statistics and the paired comparison of the first two (baseline A,
-    candidate B); the evaluations are already checked visible."""
+def environment_of(evaluation: Evaluation) -> str:
+    """The environment an evaluation ran: its environment names, else its dataset."""
+    names = [str(n) for n in evaluation.environment_names]
+    return ", ".join(sorted(names)) if names else (evaluation.dataset or "")
+
+
+def _metadata(evaluation: Evaluation) -> dict[str, Any]:
+    try:
+        value = json.loads(evaluation.metadata_raw or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def environment_version(evaluation: Evaluation) -> str | None:
+    """The environment's version, where the evaluation records one.
+
+    From `environments[].version`, else the metadata's `env_version`, else the version in
+    its `environment_ref` (`owner/name@version`); None when none is recorded.
+    """
+    versions = sorted(
+        str(e["version"])
+        for e in evaluation.environments
+        if isinstance(e, dict) and e.get("version") not in (None, "")
+    )
+    if versions:
+        return ", ".join(versions)
+    metadata = _metadata(evaluation)
+    if metadata.get("env_version") not in (None, ""):
+        return str(metadata["env_version"])
+    ref = metadata.get("environment_ref")
+    if isinstance(ref, str) and "@" in ref:
+        return ref.rpartition("@")[2] or None
+    return None
+
+
+def env_args(evaluation: Evaluation) -> dict[str, Any] | None:
+    """The arguments the environment was loaded with (metadata `env_args`), if recorded."""
+    value = _metadata(evaluation).get("env_args")
+    return value if isinstance(value, dict) else None
+
+
+COMPARABLE_RULE = (
+    "Evaluations compare when they ran the same environment at the same version with the "
+    "same env_args, and share at least one example id."
+)
+
+
+def check_comparable(session: Session, evaluations: list[Evaluation]) -> None:
+    """Refuse evaluations that cannot be compared (the API, the CLI and the page all call it).
+
+    A version or env_args that one side does not record is not held against it.
+
+    Raises:
+        BadRequest: `not_comparable`, one sentence naming the difference and the rule.
+    """
+    first = evaluations[0]
+
+    def refuse(difference: str) -> BadRequest:
+        return BadRequest(
+            f"These evaluations cannot be compared: {difference}. {COMPARABLE_RULE} "
+            "Pick evaluations that match.",
+            code="not_comparable",
+        )
+
+    for other in evaluations[1:]:
+        names = (first.name, other.name)
+        if environment_of(first) != environment_of(other):
+            raise refuse(
+                f"{names[0]!r} ran {environment_of(first) or 'no named environment'} and "
+                f"{names[1]!r} ran {environment_of(other) or 'no named environment'}"
+            )
+        versions = (environment_version(first), environment_version(other))
+        if None not in versions and versions[0] != versions[1]:
+            raise refuse(
+                f"{names[0]!r} ran version {versions[0]} and {names[1]!r} version {versions[1]}"
+            )
+        args = (env_args(first), env_args(other))
+        if args[0] is not None and args[1] is not None and args[0] != args[1]:
+            raise refuse(
+                f"{names[0]!r} ran with env_args {json.dumps(args[0], sort_keys=True)} and "
+                f"{names[1]!r} with {json.dumps(args[1], sort_keys=True)}"
+            )
+        if not repository.shared_example(session, first.id, other.id):
+            raise refuse(f"{names[0]!r} and {names[1]!r} share no example id")
+
+
+def compare(
+    session: Session, evaluations: list[Evaluation], *, threshold: float | None = None
+) -> dict[str, Any]:
+    """Each evaluation's statistics at one pass mark and the paired comparison of the first
+    two (baseline A, candidate B); the evaluations are already checked visible.
+
+    Raises:
+        BadRequest: They are not comparable (`check_comparable`).
+    """
+    check_comparable(session, evaluations)
+    mark, source = pass_mark(evaluations, threshold)
     return {
-        "evaluations": [evaluation_stats(session, e) for e in evaluations],
+        "evaluations": [
+            evaluation_stats(session, e, threshold=mark, source=source) for e in evaluations
+        ],
         "paired": paired(session, evaluations[0], evaluations[1]),
+        "pass_threshold": mark,
+        "pass_threshold_source": source,
     }
+
+
+COMPARE_ORDERS = ("example", "diff", "-diff", "spread")
+
+
+def example_order(session: Session, evaluations: list[Evaluation], order: str) -> list[int]:
+    """Every example id any of the evaluations holds, in `order` (cached per state).
+
+    `diff` is B - A as the paired analysis counts it (an all-errored side as
+    `ERRORED_EXAMPLE_VALUE`), lowest first; `-diff` highest first; `spread` the widest range
+    of example means first. Examples without a value for the key come last, by id.
+
+    Raises:
+        BadRequest: An unknown `order`.
+    """
+    if order not in COMPARE_ORDERS:
+        raise BadRequest(
+            f"Unknown sort {order!r}; use one of {', '.join(COMPARE_ORDERS)}.",
+            code="invalid_query",
+        )
+    key = ("order", order, *(part for e in evaluations for part in _state(e)))
+
+    def compute() -> list[int]:
+        ids = example_ids(session, evaluations)
+        if order == "example":
+            return ids
+        means = [example_means(session, e) for e in evaluations]
+        missing = float("inf")
+
+        def value(example: int) -> float:
+            if order == "spread":
+                present = [v for m in means if (v := m.get(example)) is not None]
+                return -(max(present) - min(present)) if len(present) > 1 else missing
+            a, b = means[0], means[1]
+            if example not in a or example not in b:
+                return missing
+            diff = _counted(b[example]) - _counted(a[example])
+            return diff if order == "diff" else -diff
+
+        return sorted(ids, key=lambda example: (value(example), example))
+
+    return _cached(key, compute)
+
+
+def _counted(mean: float | None) -> float:
+    return stats.ERRORED_EXAMPLE_VALUE if mean is None else mean
 
 
 def warm(session: Session, evaluation: Evaluation) -> None:

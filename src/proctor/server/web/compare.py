@@ -1,25 +1,29 @@
-"""The compare pages: evaluations of one environment side by side, and one example's
-rollouts in each of them (their models are in `pages`, like every page's).
+"""The compare pages: comparable evaluations side by side, and one example's rollouts in
+each of them (their models are in `pages`, like every page's).
 
-The first two evaluations are the baseline A and the candidate B: the page leads with the
-paired difference B - A over the examples both scored (`evaluations.stats.paired`).
+The first two evaluations are the baseline A and the candidate B, as the user ordered them
+(or chose the baseline on the list; a swap link reverses them): the page leads with the
+paired difference B - A (`evaluations.stats.paired`). Evaluations are first checked by the
+one comparability rule the API and the CLI also apply (`evaluations.stats.check_comparable`).
+Per-example rows are sorted over all examples on the server, then paged.
 """
 
 from __future__ import annotations
 
-import bisect
+from typing import Any
 from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
+from proctor import stats
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation
-from proctor.server.errors import BadRequest
 from proctor.server.evaluations import service
 from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.schemas import PairedComparison
 from proctor.server.web import views
 from proctor.server.web.pages import (
+    COMPARE_SORTS,
     CompareColumn,
     CompareExample,
     CompareMetric,
@@ -27,11 +31,6 @@ from proctor.server.web.pages import (
     ExamplePage,
     Number,
 )
-
-
-def _environment_of(evaluation: Evaluation) -> str:
-    names = [str(n) for n in evaluation.environment_names]
-    return ", ".join(sorted(names)) if names else (evaluation.dataset or "")
 
 
 def _compare_metric(name: str, values: list[Number | None]) -> CompareMetric:
@@ -62,18 +61,35 @@ def _summary_value(evaluation: Evaluation, name: str) -> Number | None:
     return value if isinstance(value, int | float) else None
 
 
-def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[CompareMetric]:
-    figures = [evaluation_stats.evaluation_stats(session, e) for e in evaluations]
+def _metric_table(
+    evaluations: list[Evaluation], figures: list[dict[str, Any]]
+) -> list[CompareMetric]:
+    def ci(f: dict[str, Any], end: int) -> Number | None:
+        return None if f["reward"]["ci95"] is None else f["reward"]["ci95"][end]
+
     rows: list[tuple[str, list[Number | None]]] = [
         ("samples", [e.total_samples for e in evaluations]),
+        ("scored samples", [f["reward"]["n_samples"] for f in figures]),
         ("errored samples", [f["reward"]["n_errored"] for f in figures]),
         (evaluation_stats.MEAN_LABEL, [f["reward"]["mean"] for f in figures]),
-        ("± (95% CI)", [f["reward"]["half_width"] for f in figures]),
-        ("examples", [f["reward"]["n_examples"] for f in figures]),
+        ("95% CI low", [ci(f, 0) for f in figures]),
+        ("95% CI high", [ci(f, 1) for f in figures]),
+        ("examples scored", [f["reward"]["n_examples"] for f in figures]),
+        (
+            "examples errored in every rollout",
+            [f["reward"]["n_errored_examples"] for f in figures],
+        ),
         ("prompt tokens", [f["usage"]["prompt_tokens"] for f in figures]),
         ("completion tokens", [f["usage"]["completion_tokens"] for f in figures]),
         ("model time (s)", [f["usage"]["model_s"] for f in figures]),
     ]
+    for row in figures[0]["pass_at_k"]:
+        k = row["k"]
+        values: list[Number | None] = []
+        for f in figures:
+            match = [r["value"] for r in f["pass_at_k"] if r["k"] == k]
+            values.append(match[0] if match else None)
+        rows.append((f"pass@{k}", values))
     rows += [
         (name, [_summary_value(e, name) for e in evaluations])
         for name in _summary_names(evaluations)
@@ -81,63 +97,94 @@ def _metric_table(session: Session, evaluations: list[Evaluation]) -> list[Compa
     return [_compare_metric(name, values) for name, values in rows]
 
 
-def _compare_example(example_id: int, means: list[float | None]) -> CompareExample:
-    a, b = means[0], means[1]
-    present = [m for m in means if m is not None]
+def _compare_example(example_id: int, means: list[dict[int, float | None]]) -> CompareExample:
+    present = [example_id in m for m in means]
+    values = [m.get(example_id) for m in means]
+    errored = [p and v is None for p, v in zip(present, values, strict=True)]
+    scored = [v for v in values if v is not None]
+    diff = None
+    if present[0] and present[1]:
+        counted = [stats.ERRORED_EXAMPLE_VALUE if v is None else v for v in values[:2]]
+        diff = counted[1] - counted[0]
     return CompareExample(
         example_id=example_id,
-        means=means,
-        diff=None if a is None or b is None else b - a,
-        spread=max(present) - min(present) if len(present) > 1 else None,
+        means=values,
+        errored=errored,
+        present=present,
+        diff=diff,
+        spread=max(scored) - min(scored) if len(scored) > 1 else None,
     )
+
+
+def order_ids(
+    session: Session, principal: Principal, ids: str, baseline: str | None, *, by_age: bool
+) -> list[Evaluation]:
+    """The evaluations of `ids`, baseline first: `baseline` when given, else the order of
+    `ids`, or (`by_age`: ticked on the list, whose order is the list's) the oldest first."""
+    parsed = evaluation_stats.parse_ids(
+        ",".join([baseline, ids] if baseline and baseline not in ids.split(",") else [ids])
+    )
+    evaluations = [service.get_visible(session, principal, i) for i in parsed]
+    if by_age and not baseline:
+        evaluations.sort(key=lambda e: (e.created_at, e.id))
+    if baseline:
+        evaluations.sort(key=lambda e: e.id != baseline)
+    return evaluations
 
 
 def compare_page(
     session: Session,
     principal: Principal,
-    ids: str,
+    evaluations: list[Evaluation],
     *,
-    after: int | None,
+    sort: str,
+    start: int,
     limit: int,
+    pass_threshold: float | None,
     public_url: str,
 ) -> ComparePage:
-    """Evaluations of one environment (`ids`, comma-separated): the paired difference of the
-    first two, then per-example mean rewards with B - A, paged by example id (`after` = the
-    last shown).
-    """
-    evaluations = [
-        service.get_visible(session, principal, i) for i in evaluation_stats.parse_ids(ids)
-    ]
-    environments = {_environment_of(e) for e in evaluations}
-    if len(environments) > 1:
-        raise BadRequest(
-            "Compare works on evaluations of one environment, but these are of "
-            f"{', '.join(sorted(environments))}; pick evaluations of the same environment.",
-            code="invalid_query",
-        )
+    """Comparable evaluations (baseline first): the paired difference of the first two, then
+    per-example mean rewards with B - A, sorted by `sort` over all examples and paged."""
+    answer = evaluation_stats.compare(session, evaluations, threshold=pass_threshold)
+    figures = answer["evaluations"]
     means = [evaluation_stats.example_means(session, e) for e in evaluations]
-    all_ids = evaluation_stats.example_ids(session, evaluations)
-    start = 0 if after is None else bisect.bisect_right(all_ids, after)
-    page = all_ids[start : start + limit]
-    has_more = start + limit < len(all_ids)
-    next_after = page[-1] if has_more and page else None
+    order = evaluation_stats.example_order(session, evaluations, sort)
+    page = order[start : start + limit]
+    next_start = start + limit if start + limit < len(order) else None
+    ids = ",".join(e.id for e in evaluations)
+    swapped = [evaluations[1], evaluations[0], *evaluations[2:]]
+    common: dict[str, Any] = {"limit": limit, "sort": sort}
+    if pass_threshold is not None:
+        common["pass_threshold"] = pass_threshold
+    a_mean, b_mean = figures[0]["reward"]["mean"], figures[1]["reward"]["mean"]
     return ComparePage(
-        environment=environments.pop(),
+        environment=evaluation_stats.environment_of(evaluations[0]),
         evaluations=[views.evaluation_row(e, public_url, session) for e in evaluations],
         paired=PairedComparison.model_validate(
             evaluation_stats.paired(session, evaluations[0], evaluations[1], listed=50)
         ),
         covers=evaluation_stats.MEAN_COVERS,
-        metrics=_metric_table(session, evaluations),
-        examples=[_compare_example(i, [m.get(i) for m in means]) for i in page],
-        after=after,
+        rule=evaluation_stats.COMPARABLE_RULE,
+        pass_threshold=answer["pass_threshold"],
+        pass_threshold_source=answer["pass_threshold_source"],
+        mean_difference=None if a_mean is None or b_mean is None else b_mean - a_mean,
+        metrics=_metric_table(evaluations, figures),
+        examples=[_compare_example(i, means) for i in page],
+        sort=sort,
+        sorts=COMPARE_SORTS,
+        start=start,
         limit=limit,
-        next_after=next_after,
+        total=len(order),
+        next_start=next_start,
         ids=ids,
-        first_query=urlencode({"ids": ids, "limit": limit}),
+        swap_query=urlencode({"ids": ",".join(e.id for e in swapped), **common}),
+        first_query=urlencode({"ids": ids, **common}),
         next_query=None
-        if next_after is None
-        else urlencode({"ids": ids, "after": next_after, "limit": limit}),
+        if next_start is None
+        else urlencode({"ids": ids, "start": next_start, **common}),
+        prev_query=None
+        if start == 0
+        else urlencode({"ids": ids, "start": max(start - limit, 0), **common}),
     )
 
 

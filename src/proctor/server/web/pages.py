@@ -53,6 +53,10 @@ class MeanCell(_Model):
     mean: float | None
     half_width: float | None
     ci95: list[float] | None
+    symmetric: bool
+    """The interval is `mean ± half_width` (else it is shown as [low, high])."""
+    no_interval: str | None
+    """Why there is no interval."""
     n_examples: int
     n_samples: int
     n_errored: int
@@ -217,6 +221,8 @@ class EvaluationPage(_Model):
     progress: Progress
     metric_rows: list[MetricRow]
     errored: int
+    errored_examples: int
+    """Examples that errored in every rollout."""
     histogram: list[Bucket]
     examples: ExampleSummary | None
     """Per-example figures; None unless some example has several rollouts."""
@@ -268,14 +274,27 @@ class CompareMetric(_Model):
 
 
 class CompareExample(_Model):
-    """One example's mean reward in each evaluation."""
+    """One example's mean scored reward in each evaluation."""
 
     example_id: int
     means: list[float | None]
+    """None where the evaluation lacks the example or every rollout of it errored."""
+    errored: list[bool]
+    """Where the evaluation has the example but every rollout of it errored."""
+    present: list[bool]
+    """Where the evaluation has samples of the example."""
     diff: float | None
-    """B - A (the first two), when both scored it."""
+    """B - A (the first two) as the paired analysis counts it (an all-errored side as 0)."""
     spread: float | None
     """Highest minus lowest mean, when two or more scored it."""
+
+
+COMPARE_SORTS = {
+    "example": "example id",
+    "diff": "largest regressions first (B - A, lowest first)",
+    "-diff": "largest improvements first (B - A, highest first)",
+    "spread": "most disagreement first",
+}
 
 
 class ComparePage(_Model):
@@ -285,16 +304,29 @@ class ComparePage(_Model):
     evaluations: list[EvaluationRow]
     paired: PairedComparison
     covers: str
+    rule: str
+    """The comparability rule these evaluations passed."""
+    pass_threshold: float
+    pass_threshold_source: str
+    mean_difference: float | None
+    """B's headline mean minus A's (over each one's own scored samples), for contrast."""
     metrics: list[CompareMetric]
     examples: list[CompareExample]
-    after: int | None
+    sort: str
+    sorts: dict[str, str]
+    start: int
     limit: int
-    next_after: int | None
-    """`after` of the next page; None on the last."""
+    total: int
+    """Examples either of the first two evaluations holds (the rows all pages show)."""
+    next_start: int | None
+    """`start` of the next page; None on the last."""
     ids: str
-    """The compared ids, comma-separated (for the page's links)."""
+    """The compared ids, comma-separated, baseline first (for the page's links)."""
+    swap_query: str
+    """The query of this comparison with baseline and candidate swapped."""
     first_query: str
     next_query: str | None
+    prev_query: str | None
 
 
 class CompareColumn(_Model):

@@ -419,19 +419,31 @@ def compare(
     settings: SettingsDep,
     ids: Annotated[str, Query(max_length=2000)] = "",
     pick: Annotated[list[str] | None, Query(max_length=200)] = None,
-    after: Annotated[str | None, Query(max_length=24)] = None,
+    baseline: Annotated[str | None, Query(max_length=200)] = None,
+    sort: Annotated[str, Query(max_length=16)] = "example",
+    start: Annotated[str | None, Query(max_length=24)] = None,
+    pass_threshold: Annotated[str | None, Query(max_length=24)] = None,
     limit: Limit = 100,
 ) -> Response:
-    """Evaluations of one environment side by side, with per-example rewards."""
+    """Comparable evaluations side by side, with per-example rewards sorted over all
+    examples; the baseline is `baseline`, else the first of `ids`, else the oldest picked."""
     principal = web_session.current_principal(request, session, settings)
     # `pick` comes from the list's checkboxes; normalise to one `ids` list for the links.
     ids = ",".join([part.strip() for part in ids.split(",") if part.strip()] + (pick or []))
+    evaluations = compare_pages.order_ids(
+        session, principal, ids, _text(baseline), by_age=bool(pick) and not _text(baseline)
+    )
+    offset = _integer("start", start) or 0
+    if offset < 0:
+        raise BadRequest("Query parameter 'start' must be 0 or more; fix the URL.")
     page = compare_pages.compare_page(
         session,
         principal,
-        ids,
-        after=_integer("after", after),
+        evaluations,
+        sort=sort,
+        start=offset,
         limit=limit,
+        pass_threshold=_threshold(pass_threshold),
         public_url=settings.resolved_public_url(),
     )
     return render(request, "compare.html", page, principal)

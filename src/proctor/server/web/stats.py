@@ -1,5 +1,8 @@
 """Reward histograms of one evaluation for its page (the figures are in evaluations.stats).
 
+Both histograms and the example count are over scored samples only (a reward and no error,
+as every figure in `proctor.stats`): an errored sample is counted as errored, never binned.
+
 Everything here works on aggregates the database returns (bucket counts, per-example rollout
 counts), never on samples, so a page costs the same at 100 or 100,000 samples.
 """
@@ -36,11 +39,11 @@ class ExampleSummary:
     """Per-example figures of a run with several rollouts per example."""
 
     examples: int
-    """How many distinct examples have a reward."""
+    """How many distinct examples have a scored sample."""
     max_rollouts: int
     """Most rollouts any example has."""
     mean_per_example: float | None
-    """Mean over examples of each example's mean reward."""
+    """Mean over examples of each example's mean scored reward."""
     mean_histogram: list[Bucket]
     """Histogram of the per-example mean rewards."""
 
@@ -102,6 +105,8 @@ class EvaluationStats:
     histogram: list[Bucket]
     examples: ExampleSummary | None
     errored: int
+    errored_examples: int
+    """Examples that errored in every rollout (in neither histogram)."""
 
 
 _cache: OrderedDict[tuple[Any, ...], EvaluationStats] = OrderedDict()
@@ -132,6 +137,7 @@ def evaluation_stats(
         histogram=reward_histogram(session, evaluation),
         examples=example_summary(session, evaluation, threshold=threshold),
         errored=service.count_errored(session, evaluation),
+        errored_examples=service.errored_examples(session, evaluation),
     )
     with _cache_lock:
         _cache[key] = computed

@@ -86,6 +86,8 @@ def mean_cell(figures: dict[str, Any]) -> MeanCell:
         mean=reward["mean"],
         half_width=reward["half_width"],
         ci95=reward["ci95"],
+        symmetric=reward["ci_method"] == "student-t",
+        no_interval=reward["no_interval"],
         n_examples=reward["n_examples"],
         n_samples=reward["n_samples"],
         n_errored=reward["n_errored"],
@@ -188,7 +190,8 @@ def _stored(sample: Sample) -> dict[str, Any]:
         "sample_id": sample.sample_id,
         "example_id": sample.example_id,
         "rollout_number": sample.rollout_number,
-        "reward": sample.reward,
+        # An errored sample has no reward, whatever number its client stored with it.
+        "reward": None if sample.has_error else sample.reward,
         "has_error": sample.has_error,
     }
 
@@ -275,6 +278,7 @@ def evaluation_page(
         progress=_progress(session, evaluation, header.live),
         metric_rows=_metric_rows(evaluation),
         errored=figures.errored,
+        errored_examples=figures.errored_examples,
         histogram=figures.histogram,
         examples=figures.examples,
         # A log shorter than what the page has shown was restarted or cut: send it whole.

@@ -1,0 +1,39 @@
+"""Compare in a real browser: the baseline is the one the user chose on the list, and the
+swap control reverses B - A."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from tests.web.conftest import SeededPlatform, signed_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_chosen_baseline_leads_and_swap_reverses_the_difference(
+    seeded_platform: SeededPlatform, browser: Browser
+) -> None:
+    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    page = signed_in(browser, platform, alice)
+    a, b = ids["alice-calc"], ids["alice-calc-b"]  # b is the newer: the list's first row
+    page.check(f"input[name=pick][value='{b}']")
+    page.check(f"input[name=pick][value='{a}']")
+    page.click("text=Compare selected")
+    # No baseline chosen: the older run is A, whatever order the list ticked them in.
+    expect(page.locator("#baseline-name")).to_have_text("alice-calc")
+    diff = float(page.locator("#paired-diff").inner_text())
+
+    page.goto(f"{platform.url}/evaluations")
+    page.check(f"input[name=pick][value='{a}']")
+    page.check(f"input[name=pick][value='{b}']")
+    page.check(f"input[name=baseline][value='{b}']")
+    page.click("text=Compare selected")
+    expect(page.locator("#baseline-name")).to_have_text("alice-calc-b")
+    expect(page.locator("#candidate-name")).to_have_text("alice-calc")
+    expect(page.locator("#paired-diff")).to_have_text(f"{-diff:+.3f}")
+
+    page.click("#swap")
+    expect(page.locator("#baseline-name")).to_have_text("alice-calc")
+    expect(page.locator("#paired-diff")).to_have_text(f"{diff:+.3f}")
+    page.context.close()
