@@ -1,4 +1,5 @@
-"""`proctor envs list|push`: the installed environments; publish one to the platform's hub."""
+"""`proctor envs list|push|harness-index`: the installed environments; publish one to the
+platform's hub; a local index of verifiers' harness wheels for offline runs."""
 
 from __future__ import annotations
 
@@ -37,7 +38,23 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="build with this environment's packages instead of an isolated build environment",
     )
+    index = sub.add_parser(
+        "harness-index",
+        help="download what verifiers' harness programs install into a local index (offline runs)",
+    )
+    index.add_argument("dest", metavar="DEST", help="folder to hold the wheels and the index")
     return parser
+
+
+def _harness_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from proctor.envs.verifiers import build_harness_index
+
+    url = build_harness_index(Path(args.dest))
+    print(f"harness index written to {args.dest}; to use it offline:")
+    print(f"  export UV_DEFAULT_INDEX={url}")
+    return 0
 
 
 def _push(args: argparse.Namespace) -> int:
@@ -70,6 +87,8 @@ def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv or ["list"])
     if args.action == "push":
         return _push(args)
+    if args.action == "harness-index":
+        return _harness_index(args)
     from proctor.envs import list_environments
 
     infos = list_environments()

@@ -150,6 +150,10 @@ class Environment:
         timing["scoring_s"] = t2 - t1
         return episode
 
+    async def aclose(self) -> None:
+        """Release what the rollouts started (servers, pools); the engine calls it once the
+        run's rollouts are over. Nothing to release by default."""
+
     async def converse(self, task: Task, client: ChatClient, episode: Episode) -> None:
         """Drive the conversation, appending to `episode.messages`; set the stop condition."""
         raise NotImplementedError

@@ -64,6 +64,9 @@ class Episode:
     model's prompt, raw reply, score and latency)."""
     run: dict[str, Any] | None = None
     """`{"id", "name"}` of the run, stamped by the runner."""
+    native: dict[str, Any] | None = None
+    """The episode as a foreign driver recorded it (a verifiers `Episode.to_record()`), kept
+    whole; its platform sample is `proctor.projection.project_episode` of it."""
 
     @property
     def ok(self) -> bool:
@@ -71,8 +74,9 @@ class Episode:
         return self.error is None
 
     def to_record(self) -> dict[str, Any]:
-        """The JSON-ready dict form, with stable keys (no copies: do not mutate the result)."""
-        return {
+        """The JSON-ready dict form, with stable keys (no copies: do not mutate the result);
+        `native` only when set."""
+        record = {
             "id": self.id,
             "env": self.env,
             "example_id": self.example_id,
@@ -93,6 +97,9 @@ class Episode:
             "run": self.run,
             "ok": self.error is None,
         }
+        if self.native is not None:
+            record["native"] = self.native
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
@@ -116,4 +123,5 @@ class Episode:
             num_turns=int(record.get("num_turns") or 0),
             trajectory=list(record.get("trajectory") or []),
             run=record.get("run"),
+            native=record.get("native"),
         )

@@ -6,6 +6,11 @@ A package offers an environment by declaring, in its `pyproject.toml`,
     my-env = "my_package.my_env:load_environment"
 
 where `load_environment(**env_args) -> Environment`.
+
+A name may also be a verifiers environment (`proctor.envs.verifiers`). The rule when both
+could answer: an installed verifiers environment wins over a proctor environment of the same
+name (a package the user installed is what they mean), with a warning; `proctor/NAME` always
+names proctor's own.
 """
 
 from __future__ import annotations
@@ -51,14 +56,40 @@ def load_environment(name: str, **env_args: Any) -> Environment:
         ConfigError: the environment failed to load or rejected its arguments.
     """
     eps = _entry_points()
-    ep = eps.get(name)
+    own = name.removeprefix(PROCTOR_PREFIX)
+    if own == name:
+        from proctor.envs.verifiers import is_verifiers_environment, load_verifiers_environment
+
+        if is_verifiers_environment(name):
+            if name in eps:
+                _warn_shadowed(name)
+            return load_verifiers_environment(name, env_args)
+    ep = eps.get(own)
     if ep is None:
         installed = ", ".join(sorted(eps)) or "none"
         raise EnvironmentNotFound(
             f"no environment named {name!r} is installed (installed: {installed}); "
             "pick one of those or install the package that provides it."
         )
-    return _load(name, ep, env_args)
+    return _load(own, ep, env_args)
+
+
+PROCTOR_PREFIX = "proctor/"
+"""`proctor/NAME` names proctor's environment NAME, never a verifiers one."""
+
+_warned: set[str] = set()
+
+
+def _warn_shadowed(name: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        logger.warning(
+            "%s is both a verifiers environment and a proctor one; running the verifiers "
+            "environment (pass %s%s for proctor's)",
+            name,
+            PROCTOR_PREFIX,
+            name,
+        )
 
 
 def _load(name: str, ep: EntryPoint, env_args: dict[str, Any]) -> Environment:

@@ -236,6 +236,7 @@ class _Run:
             try:
                 return await self._run_opened(self._open_platform_run(), self.client, None)
             finally:
+                await self.env.aclose()
                 if judge is not None:
                     await judge.aclose()
         from proctor.models.openai_client import OpenAIChatClient
@@ -264,6 +265,7 @@ class _Run:
         finally:
             if pool is not None:
                 await pool.aclose()
+            await self.env.aclose()
             await client.aclose()
             if judge is not None:
                 await judge.aclose()

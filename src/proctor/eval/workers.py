@@ -467,6 +467,7 @@ async def _worker(proto_in: int, proto_out: int) -> int:
         for task in (rollouts, jobs):
             task.cancel()
         await asyncio.gather(rollouts, jobs, return_exceptions=True)
+        await env.aclose()
         await client.aclose()
         if judge is not None:
             await judge.aclose()

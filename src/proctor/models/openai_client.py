@@ -57,7 +57,9 @@ class OpenAIChatClient:
     ) -> None:
         self.model = model
         self.config = client or ClientConfig()
-        self._request_args = (sampling or SamplingConfig()).request_args()
+        self.sampling = sampling or SamplingConfig()
+        """The sampling parameters every request carries."""
+        self._request_args = self.sampling.request_args()
         self._retry = RetryPolicy(
             retry_if=is_retryable,
             max_retries=self.config.max_retries,

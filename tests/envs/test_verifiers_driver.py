@@ -1,0 +1,153 @@
+"""The verifiers driver in-process: which names it takes, its config errors, its episodes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.envs import load_environment
+from proctor.envs.verifiers import VerifiersEnvironment, _resolve, is_verifiers_environment
+from proctor.envs.verifiers._environment import episode_from_verifiers
+from proctor.envs.verifiers._harness_index import script_dependencies, write_simple_index
+from proctor.errors import ConfigError
+from proctor.projection import project_episode, project_record
+from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, use_vendored_envs
+
+pytest.importorskip("verifiers")
+
+
+@pytest.fixture(autouse=True)
+def vendored(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_vendored_envs(monkeypatch)
+
+
+def test_an_installed_verifiers_taskset_loads_as_vf_eval_composes_it() -> None:
+    env = load_environment("glossary", **SUBPROCESS_RUNTIME)
+    assert isinstance(env, VerifiersEnvironment)
+    assert env.vf_env.config.taskset.id == "glossary"
+    assert env.vf_env.config.agent.runtime.type == "subprocess"
+    tasks = env.taskset.select(2)
+    assert [t.index for t in tasks] == [0, 1]
+    assert "facts_lookup" in (tasks[0].prompt or "")
+
+
+def test_a_verifiers_environment_wins_over_a_builtin_of_the_same_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert is_verifiers_environment("alphabet-sort")
+    with caplog.at_level("WARNING"):
+        env = load_environment("alphabet-sort", **SUBPROCESS_RUNTIME)
+    assert isinstance(env, VerifiersEnvironment)
+    assert "pass proctor/alphabet-sort for proctor's" in caplog.text
+    builtin = load_environment("proctor/alphabet-sort")
+    assert not isinstance(builtin, VerifiersEnvironment)
+    assert builtin.name == "alphabet-sort"
+
+
+def test_names_that_are_not_verifiers_environments_stay_proctors() -> None:
+    for name in ("arithmetic", "math", "tool-calc", "no-such-env"):
+        assert not is_verifiers_environment(name)
+
+
+def test_verifiers_config_errors_are_one_sentence_naming_the_key() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_environment("glossary", taskset={"no_such_setting": 1})
+    message = str(info.value)
+    assert "--env-args taskset.no_such_setting" in message
+    assert "\n" not in message
+    with pytest.raises(ConfigError, match=r"drop taskset\.id"):
+        load_environment("glossary", taskset={"id": "scratchpad"})
+
+
+def test_without_verifiers_a_verifiers_environment_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [m for m in sys.modules if m == "glossary" or m.startswith("glossary.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "verifiers", None)  # `import verifiers` now fails
+    real_find_spec = _resolve._find_spec
+    monkeypatch.setattr(
+        _resolve, "_find_spec", lambda m: None if m == "verifiers" else real_find_spec(m)
+    )
+    with pytest.raises(ConfigError) as info:
+        load_environment("glossary")
+    assert str(info.value) == (
+        "glossary is a verifiers environment; install the extra to run it: "
+        "pip install 'proctor[verifiers]'."
+    )
+
+
+def _verifiers_record(*, ok: bool = True) -> dict[str, Any]:
+    """A verifiers `Episode.to_record()` of one single-turn trace."""
+    return {
+        "id": "ep-1",
+        "env": {"id": "glossary"},
+        "task": {"type": "GlossaryTask", "data": {"idx": 3, "prompt": "hi", "answer": "x"}},
+        "ok": ok,
+        "errors": [] if ok else [{"type": "EnvError", "message": "setup broke\nmore"}],
+        "traces": [
+            {
+                "id": "tr-1",
+                "agent": {"name": "agent", "trainable": True},
+                "task": {"data": {"idx": 3, "prompt": "hi", "answer": "x"}},
+                "nodes": [
+                    {"message": {"role": "user", "content": "hi"}},
+                    {"message": {"role": "assistant", "content": "x"}, "parent": 0},
+                ],
+                "calls": [
+                    {"node": 1, "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+                ],
+                "rewards": {"looked_up": {"score": 1.0, "weight": 0.5}},
+                "metrics": {"chars": 1.0},
+                "stop_condition": "agent_completed",
+                "is_completed": True,
+            }
+        ],
+    }
+
+
+def test_a_verifiers_episode_becomes_one_episode_and_its_projected_sample() -> None:
+    record = _verifiers_record()
+    timing = {"start": 1.0, "end": 2.0, "duration_s": 1.0}
+    episode = episode_from_verifiers(
+        record, env="glossary", example_id=3, rollout_number=2, timing=timing
+    )
+    assert episode.ok and episode.id == "ep-1"
+    assert (episode.reward, episode.rewards, episode.metrics) == (
+        0.5,
+        {"looked_up": 1.0},
+        {"chars": 1.0},
+    )
+    assert episode.token_usage == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    assert episode.native is record
+    # The platform sample is the one projection's, whichever side computes it.
+    assert project_record(episode.to_record()) == project_episode(record, 2)[0]
+
+
+def test_a_verifiers_episode_that_is_not_ok_is_an_errored_episode() -> None:
+    episode = episode_from_verifiers(
+        _verifiers_record(ok=False), env="glossary", example_id=3, rollout_number=1, timing={}
+    )
+    assert episode.error == {"type": "EnvError", "message": "setup broke", "stage": "rollout"}
+    assert episode.reward == 0.0 and episode.rewards == {"looked_up": None}
+    sample = project_record(episode.to_record())
+    assert sample["error"] is not None
+
+
+def test_the_harness_index_lists_each_project_once(tmp_path: Path) -> None:
+    source = (
+        '# /// script\n# requires-python = ">=3.10"\n'
+        '# dependencies = ["openai", "mcp==2.0.0"]\n# ///\nprint(1)\n'
+    )
+    assert script_dependencies(source) == ["openai", "mcp==2.0.0"]
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name in ("openai-2.1.0-py3-none-any.whl", "typing_extensions-4.0-py3-none-any.whl"):
+        (wheels / name).write_bytes(b"")
+    write_simple_index(wheels, tmp_path / "simple")
+    page = (tmp_path / "simple" / "typing-extensions" / "index.html").read_text()
+    assert "typing_extensions-4.0-py3-none-any.whl" in page
+    assert (tmp_path / "simple" / "openai" / "index.html").is_file()

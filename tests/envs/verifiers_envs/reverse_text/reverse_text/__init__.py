@@ -1,0 +1,3 @@
+from reverse_text.taskset import ReverseTextTaskset
+
+__all__ = ["ReverseTextTaskset"]

@@ -1,0 +1,57 @@
+"""The vendored verifiers environments (tests/envs/verifiers_envs) and the local data files
+the ones that read a dataset (reverse_text, alphabet_sort) are pointed at."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+ENVS_DIR = Path(__file__).parent / "verifiers_envs"
+PACKAGES = ("alphabet_sort", "glossary", "reverse_text", "scratchpad")
+
+SUBPROCESS_RUNTIME = {"agent": {"runtime": {"type": "subprocess"}}}
+"""Each agent's harness runs as a local process (verifiers' default is a Prime sandbox)."""
+
+ALPHABET_SORT_DATASET = Path("kalomaze") / "alphabetic-arxiv-authors-it1"
+"""Where alphabet_sort reads its names: a hub id, which `datasets` also reads as a local
+folder under the working directory."""
+
+
+def python_path() -> str:
+    """PYTHONPATH that makes every vendored environment importable, as if installed."""
+    paths = [str(ENVS_DIR / name) for name in PACKAGES]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    return os.pathsep.join(paths)
+
+
+def use_vendored_envs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the vendored environments importable here and in every process started."""
+    for name in PACKAGES:
+        monkeypatch.syspath_prepend(str(ENVS_DIR / name))
+    monkeypatch.setenv("PYTHONPATH", python_path())
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def write_datasets(root: Path) -> dict[str, dict[str, object]]:
+    """Write small local datasets under `root` (the runs' working directory); returns the
+    `--env-args` of each environment that needs one to read them."""
+    rng = random.Random(0)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    reverse = root / "reverse-text-data"
+    reverse.mkdir(parents=True, exist_ok=True)
+    rows = [{"prompt": " ".join(rng.sample(words, 4))} for _ in range(8)]
+    (reverse / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Grace"]
+    last = ["Lovelace", "Turing", "Liskov", "Shannon", "Knuth", "Dijkstra", "Allen", "Hopper"]
+    names = root / ALPHABET_SORT_DATASET
+    names.mkdir(parents=True, exist_ok=True)
+    with (names / "train.jsonl").open("w") as f:
+        for _ in range(8):
+            pairs = zip(rng.sample(first, 8), rng.sample(last, 8), strict=True)
+            f.write(json.dumps({"names": [f"{a} {b}" for a, b in pairs]}) + "\n")
+    return {"reverse-text": {"taskset": {"dataset_name": str(reverse)}}}
