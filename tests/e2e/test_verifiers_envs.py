@@ -1,0 +1,186 @@
+"""Real verifiers environments (vendored from the verifiers repository) under `proctor eval`:
+the same rewards and metrics as `vf-eval` against the deterministic demo model, pushed to a
+real platform with `-w 2`, and resumed after Ctrl-C without running an episode twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, python_path, write_datasets
+from tests.eval.helpers import cli_env, start_demo_model
+from tests.procs import PROCTOR, ManagedProcess
+from tests.test_docs import ENV_DOC, code_block
+
+from proctor.projection import project_episode
+
+pytest.importorskip("verifiers")
+pytestmark = pytest.mark.e2e
+
+VF_EVAL = str(Path(sys.executable).parent / "vf-eval")
+ENVS = ("glossary", "scratchpad", "reverse-text", "alphabet-sort")
+DEADLINE_S = 240.0
+
+
+def _environ(**extra: str) -> dict[str, str]:
+    return {**cli_env(), "PYTHONPATH": python_path(), "HF_DATASETS_OFFLINE": "1", **extra}
+
+
+def _env_args(name: str, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {**SUBPROCESS_RUNTIME, **data.get(name, {})}
+
+
+def _start(cmd: list[str], cwd: Path, log: str, **extra: str) -> ManagedProcess:
+    return ManagedProcess(cmd, cwd / log, env=_environ(**extra), cwd=cwd).start()
+
+
+def _proctor_eval(name: str, cwd: Path, model: str, *flags: str, **extra: str) -> ManagedProcess:
+    args = json.dumps(_env_args(name, write_datasets(cwd)))
+    cmd = [*PROCTOR, "eval", name, "--env-args", args, "--client.base-url", model, "--no-rich"]
+    return _start([*cmd, "-o", "out", *flags], cwd, f"proctor-{name}.log", **extra)
+
+
+def _finish(proc: ManagedProcess, timeout: float = DEADLINE_S) -> int:
+    assert proc.proc is not None
+    try:
+        return proc.proc.wait(timeout=timeout)
+    finally:
+        proc.stop()
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "traces.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _scores(samples: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Per example: reward and metrics, in example order."""
+    return sorted(
+        (s["example_id"], s["reward"], json.dumps(s["metrics"], sort_keys=True)) for s in samples
+    )
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_proctor_eval_scores_as_vf_eval_does(name: str, demo_model: str, tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "proctor", tmp_path / "vf-eval"
+    ours.mkdir()
+    theirs.mkdir()
+    data = write_datasets(theirs)
+    env_block = {**_env_args(name, data)}
+    env_block["taskset"] = {**env_block.get("taskset", {}), "id": name}
+    (theirs / "eval.toml").write_text(
+        "\n".join(
+            [
+                'model = "demo"',
+                "[client]",
+                f'base_url = "{demo_model}"',
+                'api_key_var = "OPENAI_API_KEY"',
+                "[env.taskset]",
+                *(f"{k} = {json.dumps(v)}" for k, v in env_block["taskset"].items()),
+                "[env.agent.runtime]",
+                'type = "subprocess"',
+                "[sampling]",
+                "temperature = 0",
+            ]
+        )
+        + "\n"
+    )
+    # Both at once: each spends most of its time preparing its harness program.
+    vf_flags = ["-n", "3", "-r", "2", "--no-push", "--no-rich", "-o", "out", "--run.name", "r"]
+    vf = _start([VF_EVAL, "@", "eval.toml", *vf_flags], theirs, "vf-eval.log")
+    # At temperature 0 the demo model's answer is a function of the request alone.
+    flags = ["-n", "3", "-r", "2", "--no-push", "--sampling.temperature", "0"]
+    proctor = _proctor_eval(name, ours, demo_model, *flags)
+    assert _finish(proctor) == 0, proctor.output()
+    assert _finish(vf) == 0, vf.output()[-3000:]
+    ours_samples = [
+        project_episode(r["native"], r["rollout_number"])[0]
+        for run in (ours / "out").iterdir()
+        for r in _records(run)
+    ]
+    theirs_samples = [project_episode(r, 1)[0] for r in _records(theirs / "out" / "r")]
+    assert len(ours_samples) == len(theirs_samples) == 6
+    assert _scores(ours_samples) == _scores(theirs_samples)
+
+
+@pytest.fixture(scope="module")
+def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    platform = start_platform(tmp_path_factory.mktemp("platform"))
+    yield platform
+    platform.process.stop()
+
+
+def test_the_docs_example_runs_glossary_on_two_workers_onto_the_platform(
+    plat: Platform, demo_model: str, tmp_path: Path
+) -> None:
+    command = code_block(ENV_DOC.read_text(), "sh", "proctor eval glossary")
+    line = next(x for x in command.splitlines() if x.startswith("proctor eval glossary"))
+    args = [*shlex.split(line)[2:], "--client.base-url", demo_model, "--no-rich", "-o", "out"]
+    assert args[args.index("-w") + 1] == "2"
+    proc = _start(
+        [*PROCTOR, "eval", *args, "--run.name", "g"],
+        tmp_path,
+        "proctor.log",
+        PROCTOR_API_URL=plat.url,
+        PROCTOR_API_KEY=plat.api_key,
+    )
+    assert _finish(proc) == 0, proc.output()
+    run_dir = tmp_path / "out" / "g"
+    records = _records(run_dir)
+    assert sorted(r["example_id"] for r in records) == [0, 1, 2, 3, 4]
+    eid = tomllib.loads((run_dir / "config.toml").read_text())["run"]["id"]
+    with plat.client() as client:
+        stored = client.get(f"/evaluations/{eid}/samples", params={"limit": 100}).json()
+        evaluation = client.get(f"/evaluations/{eid}").json()
+    assert evaluation["status"] == "COMPLETED"
+    by_id = {s["sample_id"]: s for s in stored["samples"]}
+    assert len(by_id) == 5
+    for record in records:
+        expected = project_episode(record["native"], 1)[0]
+        sample = by_id[record["id"]]
+        for key in ("reward", "metrics", "completion", "stop_condition", "example_id"):
+            assert sample[key] == expected[key], key
+
+
+def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not path.exists() or path.read_bytes().count(b"\n") < n:
+        assert time.monotonic() < deadline, f"{path} never reached {n} lines: {proc.output()}"
+        time.sleep(0.2)
+
+
+def test_reverse_text_resumes_after_ctrl_c_without_running_an_episode_twice(
+    demo_model: str, tmp_path: Path
+) -> None:
+    slow_model, slow = start_demo_model(tmp_path, "--latency-ms", "1500")
+    flags = ["-n", "6", "-c", "1", "-w", "1", "--no-push", "--run.name", "r"]
+    try:
+        first = _proctor_eval("reverse-text", tmp_path, slow_model, *flags)
+        traces = tmp_path / "out" / "r" / "traces.jsonl"
+        try:
+            _wait_for_lines(traces, 2, first)
+            first.signal(signal.SIGINT)
+            assert _finish(first, timeout=60) == 130, first.output()
+        finally:
+            first.stop()
+    finally:
+        slow.stop()
+    kept = _records(tmp_path / "out" / "r")
+    assert 2 <= len(kept) < 6
+    second = _proctor_eval("reverse-text", tmp_path, demo_model, *flags, "--resume")
+    assert _finish(second) == 0, second.output()
+    records = _records(tmp_path / "out" / "r")
+    pairs = [(r["example_id"], r["rollout_number"]) for r in records]
+    assert sorted(pairs) == [(i, 1) for i in range(6)]
+    assert {r["id"] for r in kept} <= {r["id"] for r in records}
+    assert "Traceback" not in second.output() + os.linesep.join(first.output().splitlines()[-5:])
