@@ -125,7 +125,20 @@ def _split_conversation(task: dict[str, Any], messages: list[Any]) -> tuple[list
 
 
 def project_record(record: dict[str, Any]) -> dict[str, Any]:
-    """The platform sample for one proctor episode record (without non-finite cleaning)."""
+    """The platform sample for one proctor episode record (without non-finite cleaning).
+
+    A record carrying a verifiers episode (`native`, from the verifiers driver) is that
+    episode's sample (`project_episode`), numbered as the engine numbered it and errored
+    where the engine counted it errored.
+    """
+    native = record.get("native")
+    if isinstance(native, dict):
+        samples = project_episode(native, record.get("rollout_number") or 1)
+        if len(samples) == 1:
+            sample = samples[0]
+            sample["example_id"] = record.get("example_id", sample["example_id"])
+            sample["error"] = sample["error"] or record.get("error")
+            return sample
     task = record.get("task") or {}
     messages = record.get("messages") or []
     prompt, completion = _split_conversation(task, messages)

@@ -56,7 +56,7 @@ def load_environment(name: str, **env_args: Any) -> Environment:
         ConfigError: the environment failed to load or rejected its arguments.
     """
     eps = _entry_points()
-    own = name.removeprefix(PROCTOR_PREFIX)
+    own = name.removeprefix(BUILTIN_PREFIX)
     if own == name:
         from proctor.envs.verifiers import is_verifiers_environment, load_verifiers_environment
 
@@ -74,7 +74,7 @@ def load_environment(name: str, **env_args: Any) -> Environment:
     return _load(own, ep, env_args)
 
 
-PROCTOR_PREFIX = "proctor/"
+BUILTIN_PREFIX = "proctor/"
 """`proctor/NAME` names proctor's environment NAME, never a verifiers one."""
 
 _warned: set[str] = set()
@@ -87,7 +87,7 @@ def _warn_shadowed(name: str) -> None:
             "%s is both a verifiers environment and a proctor one; running the verifiers "
             "environment (pass %s%s for proctor's)",
             name,
-            PROCTOR_PREFIX,
+            BUILTIN_PREFIX,
             name,
         )
 

@@ -26,9 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proctor.envs._environment import Environment
-from proctor.envs._episode import ENV_ERROR, Episode
-from proctor.envs._task import Task, Taskset
+from proctor.envs import Environment, Episode, Task, Taskset
 from proctor.envs.verifiers._resolve import env_config, one_line
 from proctor.errors import ConfigError
 from proctor.projection import project_episode, summary_trace_index
@@ -211,7 +209,7 @@ class VerifiersEnvironment(Environment):
                 rollout_number=rollout_number,
                 task=task.to_record(),
                 error={"type": type(e).__name__, "message": one_line(e), "stage": "rollout"},
-                stop_condition=ENV_ERROR,
+                stop_condition="env_error",
                 timing=_timing(start, t0),
             )
         return episode_from_verifiers(
