@@ -151,3 +151,9 @@ def test_the_harness_index_lists_each_project_once(tmp_path: Path) -> None:
     page = (tmp_path / "simple" / "typing-extensions" / "index.html").read_text()
     assert "typing_extensions-4.0-py3-none-any.whl" in page
     assert (tmp_path / "simple" / "openai" / "index.html").is_file()
+
+
+def test_a_builtin_named_with_its_prefix_gets_one_run_directory() -> None:
+    from proctor.eval.config import default_run_name
+
+    assert default_run_name("proctor/alphabet-sort", "demo").startswith("proctor--alphabet-sort--")

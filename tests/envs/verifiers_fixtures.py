@@ -7,6 +7,7 @@ import json
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,21 +38,21 @@ def use_vendored_envs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
 
-def write_datasets(root: Path) -> dict[str, dict[str, object]]:
+def write_datasets(root: Path, *, rows: int = 8) -> dict[str, dict[str, Any]]:
     """Write small local datasets under `root` (the runs' working directory); returns the
     `--env-args` of each environment that needs one to read them."""
     rng = random.Random(0)
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
     reverse = root / "reverse-text-data"
     reverse.mkdir(parents=True, exist_ok=True)
-    rows = [{"prompt": " ".join(rng.sample(words, 4))} for _ in range(8)]
-    (reverse / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prompts = [{"prompt": " ".join(rng.sample(words, 4))} for _ in range(rows)]
+    (reverse / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
     first = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Grace"]
     last = ["Lovelace", "Turing", "Liskov", "Shannon", "Knuth", "Dijkstra", "Allen", "Hopper"]
     names = root / ALPHABET_SORT_DATASET
     names.mkdir(parents=True, exist_ok=True)
     with (names / "train.jsonl").open("w") as f:
-        for _ in range(8):
+        for _ in range(rows):
             pairs = zip(rng.sample(first, 8), rng.sample(last, 8), strict=True)
             f.write(json.dumps({"names": [f"{a} {b}" for a, b in pairs]}) + "\n")
     return {"reverse-text": {"taskset": {"dataset_name": str(reverse)}}}

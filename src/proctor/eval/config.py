@@ -146,7 +146,8 @@ class EvalConfig(BaseModel):
 def default_run_name(env: str, model: str, *, kind: str = "") -> str:
     """`<env>--<model>--<kind-><short id>`, safe as a directory name (`kind`: e.g. "hosted")."""
     safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:200] or "model"
-    return f"{env}--{safe_model}--{kind + '-' if kind else ''}{uuid.uuid4().hex[:8]}"
+    safe_env = env.replace("/", "--")  # `proctor/alphabet-sort`, `owner/name`: one directory
+    return f"{safe_env}--{safe_model}--{kind + '-' if kind else ''}{uuid.uuid4().hex[:8]}"
 
 
 def shard_slice(shard: str) -> tuple[int, int]:
