@@ -1,7 +1,9 @@
 """The package structure's rules, read from the sources (docs/architecture.md).
 
-- No import cycle between proctor's top-level packages (`proctor.hosted` and
-  `proctor.server` used to import each other), counting imports inside functions too.
+- DESIGN's boundaries, as import-linter contracts in pyproject.toml: parts depend one way
+  (which also rules out a cycle), the server never imports the engine, the runs SDK never
+  imports environments, the contract imports nothing; checked statically (imports inside
+  functions count) and at run time (what `import proctor.server.app` loads).
 - Every exception class proctor defines lives in `proctor.errors`, the one tree, except the
   server's HTTP answers (`ServerError` and its family), which `proctor.server.errors` holds.
 """
@@ -9,7 +11,10 @@
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import proctor.errors
@@ -17,81 +22,55 @@ import proctor.server.errors
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "proctor"
+ROOT = SRC.parent
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-# None left: the launcher moved into proctor.server.hosted, so hosted no longer imports server.
-KNOWN_CYCLES: set[tuple[str, ...]] = set()
-
-
-def _part(path: Path) -> str:
-    """`src/proctor/runs/_run.py` -> `runs`; `src/proctor/errors.py` -> `errors`."""
-    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+ENGINE = ("proctor.eval.runner", "proctor.eval.scheduler", "proctor.eval.workers", "proctor.envs")
+"""What the server must never load: the engine that runs rollouts, and the environments."""
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Top-level part -> the other top-level parts it imports."""
-    graph: dict[str, set[str]] = defaultdict(set)
-    parts = {_part(path) for path in PACKAGE.iterdir() if not path.name.startswith("__")}
-    for path in PACKAGE.rglob("*.py"):
-        if path.parent == PACKAGE and path.name == "__init__.py":
-            continue  # `proctor/__init__` re-exports the parts; it is no part itself
-        part = _part(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules = [node.module]
-                if node.module == "proctor":  # `from proctor import runs`
-                    modules += [f"proctor.{alias.name}" for alias in node.names]
-            else:
-                continue
-            for module in modules:
-                pieces = module.split(".")
-                if pieces[0] == "proctor" and len(pieces) > 1 and pieces[1] in parts:
-                    graph[part].add(pieces[1])
-    for part in graph:
-        graph[part].discard(part)
-    return graph
+def lint_imports(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
 
 
-def cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
-    """Each strongly connected group of two or more parts, as a sorted tuple (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: set[tuple[str, ...]] = set()
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for succ in graph.get(node, ()):
-            if succ not in index:
-                visit(succ)
-                low[node] = min(low[node], low[succ])
-            elif succ in stack:
-                low[node] = min(low[node], index[succ])
-        if low[node] == index[node]:
-            group = []
-            while True:
-                member = stack.pop()
-                group.append(member)
-                if member == node:
-                    break
-            if len(group) > 1:
-                found.add(tuple(sorted(group)))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+def test_the_import_contracts_hold() -> None:
+    """pyproject.toml's contracts: DESIGN's layers and forbidden imports, run as CI runs them."""
+    result = lint_imports()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "0 broken" in result.stdout
 
 
-def test_no_import_cycle_between_top_level_packages() -> None:
-    assert cycles(import_graph()) == KNOWN_CYCLES
+def test_a_broken_contract_is_caught(tmp_path: Path) -> None:
+    # The server does import the contract: a contract forbidding that must fail.
+    config = tmp_path / "contracts.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_package = "proctor"\n\n'
+        "[[tool.importlinter.contracts]]\n"
+        'name = "planted"\ntype = "forbidden"\n'
+        'source_modules = ["proctor.server"]\nforbidden_modules = ["proctor.contract"]\n'
+    )
+    result = lint_imports("--config", str(config))
+    assert result.returncode == 1
+    assert "planted BROKEN" in result.stdout
 
 
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert cycles(graph) == {("a", "b", "c")}
+def test_the_server_app_loads_no_engine_module() -> None:
+    probe = (
+        "import sys, proctor.server.app; "
+        "print('\\n'.join(m for m in sys.modules if m.startswith('proctor.')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
+    assert [m for m in loaded if m.startswith(ENGINE)] == []
+    assert "proctor.eval.config" in loaded  # what the launcher does read: a sandbox's command
 
 
 def _is_exception(node: ast.ClassDef) -> bool:
@@ -140,3 +119,11 @@ def test_only_transition_changes_a_status() -> None:
         and any(isinstance(t, ast.Attribute) and t.attr == "status" for t in node.targets)
     ]
     assert writes == []
+
+
+def test_the_architecture_page_draws_the_contracted_layers() -> None:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in contracts["contracts"] if c["type"] == "layers"]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    drawn = page.split("## The arrows", 1)[1].split("```")[1].split()
+    assert " ".join(drawn) == " ".join(layers).replace("proctor.", "")
