@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import PROCTOR
+from tests.conftest import Platform
+from tests.procs import PROCTOR, free_port
 
 
 def proctor(
@@ -96,3 +97,57 @@ def test_a_run_dir_outside_the_output_dir_is_refused(tmp_path: Path, where: str)
     result = proctor("eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", where, home=home)
     refused(result, "--run.dir must name a directory inside -o", repr(where))
     assert not (tmp_path / "escaped").exists() and not Path("/tmp/escaped-absolute").exists()
+
+
+# -- advice that can work (#25 item 7) ---------------------------------------------------
+
+
+def test_a_mistyped_scheme_is_corrected_not_prefixed(tmp_path: Path) -> None:
+    result = proctor(
+        "eval", "reverse-text", "-n", "1", "--no-push", "--client.base-url",
+        "htp://127.0.0.1:9/v1", home=tmp_path,
+    )  # fmt: skip
+    line = refused(result, "pass e.g. http://127.0.0.1:9/v1")
+    assert "http://htp://" not in line
+
+
+def test_resume_of_a_missing_run_dir_names_the_setting_that_chose_it(tmp_path: Path) -> None:
+    result = proctor(
+        "eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", "nope", "--resume",
+        home=tmp_path,
+    )  # fmt: skip
+    line = refused(result, "nothing to resume in outputs/nope", "pass the --run.dir of")
+    assert "--run.name" not in line
+
+
+def test_sync_with_the_platform_still_down_counts_nothing_as_minus_one(
+    demo_model: str, tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {"PROCTOR_API_URL": dead, "PROCTOR_API_KEY": "pk_test"}
+    args = ["eval", "reverse-text", "-n", "2", "--run.name", "r", "--client.base-url", demo_model]
+    ran = proctor(*args, home=tmp_path, env=env)
+    assert ran.returncode == 75, ran.stderr  # kept offline for a later sync
+    synced = proctor("runs", "sync", "outputs/r", "--timeout", "2", home=tmp_path, env=env)
+    assert synced.returncode != 0
+    assert "-1" not in synced.stdout and "nothing sent" in synced.stdout, synced.stdout
+    assert "Traceback" not in synced.stderr
+
+
+def test_hosted_refusals_speak_cli_not_http(platform: Platform, tmp_path: Path) -> None:
+    env = {"PROCTOR_API_URL": platform.url, "PROCTOR_API_KEY": platform.api_key}
+    typo = proctor("hosted", "run", "revers-text", "-m", "demo", home=tmp_path, env=env)
+    line = refused(typo, "no environment 'revers-text'", "did you mean reverse-text?")
+    assert "/environmentshub" not in line and "HTTP" not in line
+
+    started = proctor("hosted", "run", "reverse-text", "-m", "demo", "-n", "1", home=tmp_path,
+                      env=env)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    evaluation_id = started.stdout.split()[0]
+    proctor("hosted", "cancel", evaluation_id, home=tmp_path, env=env)  # cancelled, or ended
+    again = proctor("hosted", "cancel", evaluation_id, home=tmp_path, env=env)
+    assert again.returncode == 1, again.stderr
+    line = again.stderr.strip()
+    assert f"evaluation {evaluation_id} has already ended (" in line, line
+    assert "nothing to cancel" in line and len(line.splitlines()) == 1
+    assert "HTTP" not in line and "PATCH" not in line

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.cli._parser import CommandParser
-from proctor.errors import ConfigError
+from proctor.errors import APIError, ConfigError, ProctorError
 from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
 from proctor.hosted.command import HOSTED_FIELDS, wire_config
+
+if TYPE_CHECKING:
+    from proctor.runs import PlatformClient
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,26 +135,81 @@ def run(argv: list[str]) -> int:
 
     client = remote.connect()
     try:
-        if args.action == "run":
-            ids = remote.submit(
-                client,
-                environment=args.env,
-                model=args.model,
-                eval_config=_eval_config(args),
-                name=args.name,
-                team_id=args.team_id,
-            )
-            for evaluation_id in ids:
-                print(evaluation_id)
-            if args.follow:
-                return _follow(client, ids[0], args.poll_seconds)
-            return 0
-        if args.action == "logs":
-            if args.follow:
-                return _follow(client, args.id, args.poll_seconds)
-            print(remote.logs(client, args.id), end="")
-            return 0
-        print(remote.cancel(client, args.id))
-        return 0
+        return _act(args, client)
+    except APIError as e:
+        return _refused(e, args, client)
     finally:
         client.close()
+
+
+def _act(args: argparse.Namespace, client: PlatformClient) -> int:
+    from proctor.hosted import remote
+
+    if args.action == "run":
+        ids = remote.submit(
+            client,
+            environment=args.env,
+            model=args.model,
+            eval_config=_eval_config(args),
+            name=args.name,
+            team_id=args.team_id,
+        )
+        for evaluation_id in ids:
+            print(evaluation_id)
+        if args.follow:
+            return _follow(client, ids[0], args.poll_seconds)
+        return 0
+    if args.action == "logs":
+        if args.follow:
+            return _follow(client, args.id, args.poll_seconds)
+        print(remote.logs(client, args.id), end="")
+        return 0
+    print(remote.cancel(client, args.id))
+    return 0
+
+
+def _refused(error: APIError, args: argparse.Namespace, client: PlatformClient) -> int:
+    """The platform's refusal in the CLI's words (no HTTP method, path or status).
+
+    Raises:
+        ProctorError: always (exit 1; 2 for an environment name the hub does not know).
+    """
+    said = str(error).split(": ", 1)[1] if " answered HTTP " in str(error) else str(error)
+    if args.action == "cancel" and error.status_code == 409:
+        status = _status_of(client, args.id)
+        ended = f" ({status})" if status else ""
+        raise APIError(
+            f"evaluation {args.id} has already ended{ended}; there is nothing to cancel",
+            status_code=409,
+            code=error.code,
+        ) from None
+    if args.action == "run" and error.status_code == 404 and "environment" in said.lower():
+        near = _near_names(client, args.env)
+        guess = f"did you mean {near}? " if near else ""
+        raise ConfigError(
+            f"no environment {args.env!r} is on the hub for this key; {guess}check the name, "
+            "or publish it with `proctor envs push`"
+        ) from None
+    raise APIError(said, status_code=error.status_code, code=error.code) from None
+
+
+def _status_of(client: PlatformClient, evaluation_id: str) -> str | None:
+    try:
+        return str(client.call("GET", f"/evaluations/{evaluation_id}").get("status") or "")
+    except ProctorError:
+        return None
+
+
+def _near_names(client: PlatformClient, wanted: str) -> str | None:
+    """The hub name closest to a mistyped one (`revers-text` -> `reverse-text`), if any."""
+    try:
+        listing = client.call("GET", "/environmentshub/?limit=100")
+    except ProctorError:
+        return None
+    names: list[str] = []
+    for row in listing.get("data") or []:
+        name = str(row.get("name") or "")
+        owner = str((row.get("owner") or {}).get("name") or "")
+        names += [name, f"{owner}/{name}"] if owner else [name]
+    near = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75)
+    return near[0] if near else None

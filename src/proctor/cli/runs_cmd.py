@@ -51,6 +51,9 @@ def run(argv: list[str]) -> int:
         raise ConfigError(f"{args.run_dir} is not a directory; pass an eval's run directory")
     reports = sync_run_dir(args.run_dir, api_url=args.api_url, timeout=args.timeout)
     for r in reports:
+        if r.pending < 0:  # nothing could be counted: the platform was not reached
+            print(f"evaluation {r.evaluation_id}: nothing sent; {r.action}")
+            continue
         print(
             f"evaluation {r.evaluation_id}: {r.sent} sample(s) sent"
             f" ({r.recovered} recovered from traces.jsonl), {r.pending} still unsent; {r.action}"

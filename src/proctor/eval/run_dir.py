@@ -62,7 +62,7 @@ class RunDirectory:
             if not self.config_path.is_file():
                 raise RunDirError(
                     f"nothing to resume in {self.path} (no {CONFIG_FILE}); "
-                    "drop --resume or pass the --run.name or --run.dir of an earlier run"
+                    f"drop --resume or pass the {naming} of an earlier run"
                 )
             return
         # Results are files: empty folders (a mount point made ready for the spool) are none,

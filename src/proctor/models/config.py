@@ -28,7 +28,8 @@ def _scheme_problem(url: str) -> str | None:
     # looking for a model that is running fine.
     if url.startswith(("http://", "https://")):
         return None
-    return f"must start with http:// or https:// (got {url!r}); pass e.g. http://{url}"
+    rest = url.split("://", 1)[1] if "://" in url else url  # `htp://host`: keep the host
+    return f"must start with http:// or https:// (got {url!r}); pass e.g. http://{rest}"
 
 
 class ClientConfig(BaseModel):
