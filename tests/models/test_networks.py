@@ -260,7 +260,7 @@ async def test_an_unreachable_first_address_costs_no_connect_timeout(
     with black_hole(port):
         # Tried one after the other, the black hole would eat the whole request timeout (the
         # connect timeout is longer), leaving no time for the live address.
-        c = client(f"http://model.test:{port}/v1", connect_timeout=4.5, timeout=4)
+        c = client(f"http://model.test:{port}/v1", connect_timeout=12, timeout=8)
         try:
             done = await c.complete(MESSAGES)
         finally:
