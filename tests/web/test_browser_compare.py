@@ -1,5 +1,5 @@
 """Compare in a real browser: the baseline is the one the user chose on the list, and the
-swap control reverses B - A."""
+swap control reverses B - A; status badges readable in both colour schemes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.web.conftest import SeededPlatform, signed_in
+from tests.web.test_browser_deciding import CONTRAST
 
 pytestmark = pytest.mark.browser
 
@@ -36,4 +37,24 @@ def test_the_chosen_baseline_leads_and_swap_reverses_the_difference(
     page.click("#swap")
     expect(page.locator("#baseline-name")).to_have_text("alice-calc")
     expect(page.locator("#paired-diff")).to_have_text(f"{diff:+.3f}")
+    page.context.close()
+
+
+def test_failed_badges_are_readable_in_both_schemes(
+    seeded_platform: SeededPlatform, browser: Browser
+) -> None:
+    platform, alice = seeded_platform.platform, seeded_platform.alice_key
+    with platform.client(alice) as api:
+        # FAILED and TIMEOUT share the "bad" badge.
+        created = api.post("/evaluations/", json={"name": "badge-failed"})
+        assert created.status_code == 201, created.text
+        evaluation_id = created.json()["evaluation_id"]
+        changed = api.put(f"/evaluations/{evaluation_id}", json={"status": "FAILED"})
+        assert changed.is_success, changed.text
+    page = signed_in(browser, platform, alice)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(f"{platform.url}/evaluations")
+        expect(page.locator(".status.bad").first).to_be_visible()
+        assert page.evaluate(CONTRAST, [".status"]) == [], scheme  # WCAG AA
     page.context.close()

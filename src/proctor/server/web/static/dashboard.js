@@ -31,7 +31,8 @@
     if (!value || m.mean === null) { return; }
     text(value, num(m.mean));
     var pm = cell.querySelector(".pm");
-    if (pm && m.half_width !== null) { text(pm, "\u00b1 " + num(m.half_width)); }
+    if (pm && m.ci95 !== null && m.symmetric) { text(pm, "\u00b1 " + num(m.half_width)); }
+    else if (pm && m.ci95 !== null) { text(pm, "[" + num(m.ci95[0]) + ", " + num(m.ci95[1]) + "]"); }
     if (shape) {
       text(shape, num(m.n_examples) + " \u00d7 " + m.rollouts +
         (m.n_errored ? ", " + num(m.n_errored) + " errored" : ""));
