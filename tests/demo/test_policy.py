@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from proctor.demo import respond
@@ -188,3 +189,22 @@ def test_proposer_solver_proposes_a_checked_problem_its_solvers_mostly_solve() -
         answer = respond(solver, None, random.Random(seed + 100))[0]["content"]
         solved += answer.splitlines()[-1] == str(contract["answer"])
     assert 8 <= solved < 20
+
+
+def test_kuhn_poker_plays_one_legal_bracketed_action_by_its_card() -> None:
+    def play(card: str, legal: str, seed: int) -> str:
+        system = (
+            "You are playing Kuhn poker as Player 1. Rules:\n- ...\n\n"
+            f"Your private card: {card}.\n\nEach turn you will be told the betting so far."
+        )
+        turn = (
+            f"Betting so far: Player 0 chose [bet]. You are Player 1. Your legal actions: {legal}."
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": turn}]
+        reply = respond(messages, None, random.Random(seed))[0]["content"]
+        (action,) = re.findall(r"\[(\w+)\]", reply)
+        return action
+
+    assert {play("K", "[fold] or [call]", s) for s in range(10)} == {"call"}
+    jacks = [play("J", "[fold] or [call]", s) for s in range(40)]
+    assert set(jacks) == {"fold", "call"} and jacks.count("fold") > jacks.count("call")

@@ -5,8 +5,9 @@ tags), answers mostly right, and makes seeded mistakes so rewards vary. Besides 
 built-ins it recognises some of verifiers' example environments, as `vf-eval` and the
 verifiers driver run them: glossary and scratchpad (call the tool the prompt names, then
 answer from its result), reverse_text (the instruction in the system prompt),
-alphabet_sort (camel-case names, follow-ups that list the new names) and proposer_solver
-(proposes one of arithmetic's word problems in its JSON contract, then solves it). Everything is a
+alphabet_sort (camel-case names, follow-ups that list the new names), proposer_solver
+(proposes one of arithmetic's word problems in its JSON contract, then solves it) and
+kuhn_poker (plays its card by a simple seeded strategy). Everything is a
 pure function of the conversation and a `random.Random`, so the server can make replies
 reproducible by seeding that generator from the request.
 """
@@ -193,6 +194,27 @@ def _solve_to_integer(prompt: str, rng: random.Random) -> Reply | None:
     return _say(f"Working it through, the answer is:\n{answer}")
 
 
+# kuhn_poker: the rules and the card are in the system prompt; each turn lists the legal
+# actions in brackets.
+_KUHN = "You are playing Kuhn poker"
+_KUHN_CARD = re.compile(r"Your private card: ([JQK])\.")
+_BRACKETED = re.compile(r"\[(check|bet|call|fold)\]")
+
+
+def _kuhn_poker(system: str, last_user: str, rng: random.Random) -> Reply | None:
+    """Bets and calls with a K, bluffs a J now and then, calls with a Q a third of the time."""
+    card = _KUHN_CARD.search(system)
+    offered = re.split(r"legal actions:|exactly one of", last_user)[-1]  # not the history
+    legal = list(dict.fromkeys(_BRACKETED.findall(offered)))
+    if card is None or not legal:
+        return None
+    aggressive = {"K": 1.0, "Q": 1 / 3, "J": 1 / 4}[card.group(1)]
+    bold = rng.random() < aggressive
+    wanted = ("bet", "call") if bold else ("check", "fold")
+    action = next((a for a in legal if a in wanted), legal[0])
+    return _say(f"With a {card.group(1)} I choose [{action}].")
+
+
 # --- arithmetic ----------------------------------------------------------------------------
 
 
@@ -369,6 +391,8 @@ def respond(
         reply = _reverse_text("\n\n" + prompt, rng)  # the whole user message is the text
     elif _LOOK_UP.search(prompt) or _CALL_WITH.search(prompt):
         reply = _named_tool_task(messages, prompt, tools, rng)
+    elif _KUHN in system:
+        reply = _kuhn_poker(system, users[-1], rng)
     elif _PROPOSE in prompt and '"problem"' in prompt:
         reply = _propose(rng)
     elif prompt.rstrip().endswith(_SOLVE_SUFFIX):
