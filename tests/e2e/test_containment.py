@@ -36,7 +36,7 @@ from proctor.hosted.confine import host_problem, uid_range
 pytestmark = pytest.mark.e2e
 
 UIDS = "2100000-2100999"
-MEMORY_MB = 320
+MEMORY_MB = 448  # room for the eval and its probes; the memory probe asks for 1 GiB
 
 HOSTILE = '''"""A hostile environment: its loader probes the host first."""
 
