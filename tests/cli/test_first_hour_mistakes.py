@@ -128,9 +128,10 @@ def test_sync_with_the_platform_still_down_counts_nothing_as_minus_one(
     args = ["eval", "reverse-text", "-n", "2", "--run.name", "r", "--client.base-url", demo_model]
     ran = proctor(*args, home=tmp_path, env=env)
     assert ran.returncode == 75, ran.stderr  # kept offline for a later sync
+    assert "opened offline" in ran.stderr and "at None" not in ran.stderr
     synced = proctor("runs", "sync", "outputs/r", "--timeout", "2", home=tmp_path, env=env)
     assert synced.returncode != 0
-    assert "-1" not in synced.stdout and "nothing sent" in synced.stdout, synced.stdout
+    assert "still unsent" not in synced.stdout and "nothing sent" in synced.stdout, synced.stdout
     assert "Traceback" not in synced.stderr
 
 

@@ -48,6 +48,11 @@ def test_quickstart_runs_a_hosted_eval_and_reruns_on_the_same_data_dir(tmp_path:
     assert first.returncode == 0, first.stdout
     assert "COMPLETED" in first.stdout and "samples: 10" in first.stdout
     assert "alphabet_sort:" in first.stdout and "dashboard: http://127.0.0.1:" in first.stdout
+    # "Mean reward", with its interval, as every view says it; and --exit says the server
+    # behind the dashboard URL must be started again.
+    assert re.search(r"^  mean reward \d\.\d{3} ", first.stdout, re.M), first.stdout
+    assert "avg reward" not in first.stdout and "avg score" not in first.stdout
+    assert f"(served by `proctor server --data-dir {data_dir} --port " in first.stdout
     assert "finalized" in first.stdout  # the sandbox's live log was shown
     # The status closes the sandbox's log, and the results path printed can be opened.
     sandbox_log, after = first.stdout.split("quickstart: status COMPLETED\n")

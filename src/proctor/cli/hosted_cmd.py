@@ -112,10 +112,22 @@ def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
             file=sys.stderr,
         )
         return 130
-    return _report(record)
+    return _report(record, client)
 
 
-def _report(record: dict[str, Any]) -> int:
+def mean_reward_line(client: PlatformClient, record: dict[str, Any]) -> str:
+    """`mean reward 0.771 ± 0.046 (95% CI)`: the platform's headline, as every view says it."""
+    from proctor.hosted import remote
+
+    try:
+        figures = remote.stats(client, str(record.get("evaluation_id")))
+        return f"{figures.get('label') or 'mean reward'} {figures['headline']}"
+    except (ProctorError, KeyError):
+        score = record.get("avg_score")
+        return f"mean reward {score:.3f}" if isinstance(score, int | float) else "mean reward -"
+
+
+def _report(record: dict[str, Any], client: PlatformClient) -> int:
     status = record.get("status")
     print(f"evaluation {record.get('evaluation_id')}: {status}", file=sys.stderr)
     if record.get("error_message"):
@@ -123,7 +135,7 @@ def _report(record: dict[str, Any]) -> int:
         reason = record["error_message"].rstrip().replace("\n", "\n    ")
         print(f"  reason: {reason}", file=sys.stderr)
     if status == "COMPLETED":
-        print(f"  samples: {record.get('total_samples')}, avg score: {record.get('avg_score')}")
+        print(f"  samples: {record.get('total_samples')}, {mean_reward_line(client, record)}")
         print(f"  dashboard: {record.get('viewer_url')}")
     return 0 if status == "COMPLETED" else 1
 

@@ -50,20 +50,32 @@ def _say(text: str) -> None:
     print(f"quickstart: {text}", file=sys.stderr, flush=True)
 
 
-def _summary(record: dict[str, Any]) -> None:
+def _summary(
+    record: dict[str, Any], api_url: str, key: str, data_dir: Path | None, port: int
+) -> None:
+    """The evaluation's outcome; `data_dir` is set when the server stops right after (--exit),
+    so the dashboard line says how to bring it back."""
+    from proctor.cli.hosted_cmd import mean_reward_line
+    from proctor.hosted import remote
+
     print(f"\nevaluation {record['evaluation_id']}: {record['status']}")
     if record.get("error_message"):
         print(f"  error: {record['error_message']}")
     print(f"  samples: {record.get('total_samples')}")
     metrics = record.get("metrics") or {}
-    if "avg_reward" in metrics:
-        print(f"  avg reward: {metrics['avg_reward']:.4f}")
+    if record.get("status") == "COMPLETED":
+        client = remote.connect(api_url, key)
+        try:
+            print(f"  {mean_reward_line(client, record)}")
+        finally:
+            client.close()
     for name, value in sorted((metrics.get("avg_metrics") or {}).items()):
         print(f"  {name}: {value:.4f}")
     if record.get("avg_score") is not None:
         low, high = record.get("min_score") or 0.0, record.get("max_score") or 0.0
-        print(f"  score: avg {record['avg_score']:.4f}, min {low:.4f}, max {high:.4f}")
-    print(f"  dashboard: {record.get('viewer_url')}", flush=True)
+        print(f"  scores from {low:.4f} to {high:.4f}")
+    later = f" (served by `proctor server --data-dir {data_dir} --port {port}`)" if data_dir else ""
+    print(f"  dashboard: {record.get('viewer_url')}{later}", flush=True)
 
 
 def run(argv: list[str]) -> int:
@@ -102,7 +114,8 @@ def _run(
             on_logs=lambda text: print(text, end="", flush=True),
             on_status=lambda r: _say(f"status {r['status']}"),
         )
-        _summary(record)
+        stopping = options.data_dir if args.exit else None
+        _summary(record, quick.api_url, key, stopping, options.port)
         completed = record["status"] == "COMPLETED"
         if args.exit:
             return 0 if completed else 1

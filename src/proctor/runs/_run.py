@@ -419,9 +419,11 @@ def init(
     if previous is not None and previous[0] != directory and not offline:
         # An offline attempt's evaluation now exists: this state supersedes that one.
         retire_state(previous[0])
-    log.info(
-        "run %s %s at %s", state.evaluation_id, "attached" if id else "opened", state.viewer_url
-    )
+    if offline:
+        log.info("run %s opened offline: `proctor runs sync` uploads it later", state.evaluation_id)
+    else:
+        where = state.viewer_url or settings.api_url
+        log.info("run %s %s at %s", state.evaluation_id, "attached" if id else "opened", where)
     return Run(
         id=state.evaluation_id,
         name=name,
