@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.web.conftest import SeededPlatform, signed_in
+from tests.web.conftest import SeededPlatform, signed_in, tool_sample
 from tests.web.test_browser_deciding import CONTRAST
 
 pytestmark = pytest.mark.browser
@@ -57,4 +57,27 @@ def test_failed_badges_are_readable_in_both_schemes(
         page.goto(f"{platform.url}/evaluations")
         expect(page.locator(".status.bad").first).to_be_visible()
         assert page.evaluate(CONTRAST, [".status"]) == [], scheme  # WCAG AA
+    page.context.close()
+
+
+def test_a_live_evaluation_page_shows_every_final_figure_once_it_completes(
+    seeded_platform: SeededPlatform, browser: Browser
+) -> None:
+    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    page = signed_in(browser, platform, alice)
+    running = ids["alice-calc-b"]  # 6 examples x 1 rollout so far, RUNNING
+    page.goto(f"{platform.url}/evaluations/{running}")
+    expect(page.locator("#pass-at-k tbody tr")).to_have_count(1)
+    with platform.client(alice) as api:
+        more = [tool_sample(e, 2, 0.0) for e in range(6)]
+        posted = api.post(f"/evaluations/{running}/samples", json={"samples": more})
+        assert posted.status_code == 200, posted.text
+        assert api.post(f"/evaluations/{running}/finalize", json={}).is_success
+    # Without a reload by hand: the status, pass@k at k = 1, 2, the per-example histogram
+    # (2 rollouts each now) and the samples table all show the finished run.
+    expect(page.locator(".eval-header .status").first).to_have_text("COMPLETED", timeout=30_000)
+    expect(page.locator("#pass-at-k tbody tr")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#per-example svg.histogram")).to_have_count(1)
+    expect(page.locator("#samples-table tbody tr")).to_have_count(12)
+    assert page.locator("body").get_attribute("data-poll-s") is None
     page.context.close()

@@ -69,10 +69,12 @@
     text(document.querySelector('[data-field="eta"]'), seconds(p.eta_s));
     var log = document.getElementById("hosted-logs");
     if (log && data.logs !== null) {
+      // Follow the log only when the reader is at its end: never jump away from what they read.
+      var atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 8;
       if (data.logs_reset || log.dataset.length === "0") { log.textContent = data.logs; }
       else if (data.logs) { log.appendChild(document.createTextNode(data.logs)); }
       if (data.logs_length !== null) { log.dataset.length = String(data.logs_length); }
-      if (data.logs) { log.scrollTop = log.scrollHeight; }
+      if (data.logs && atEnd) { log.scrollTop = log.scrollHeight; }
     }
     return ev.live;
   }
@@ -92,6 +94,9 @@
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (data) {
           var live = data ? patch(data) : true;
+          // A finished evaluation: load it once more, so every part (histograms, pass@k,
+          // per-example figures, run summary, samples) shows the final figures.
+          if (!live && patch === patchEvaluation) { window.location.reload(); return; }
           if (live) { window.setTimeout(tick, period); }
           else { var note = document.getElementById("live-note"); if (note) { note.remove(); } }
         })
