@@ -79,6 +79,7 @@ def test_hosted_run_completes_with_all_samples_and_intact_metadata(
         "sampling_args": {"temperature": 0.5},
         "env_args": {},
         "api_base_url": demo_model,
+        "environment_ref": "proctor/alphabet-sort@0.1.0",  # the built-in's hub entry that ran
     }
     record = wait_closed(client, hosted_platform, evaluation_id)
     assert record["status"] == "COMPLETED", record
