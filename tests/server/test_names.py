@@ -156,3 +156,28 @@ def test_a_hosted_run_of_a_built_in_records_what_it_runs(plat: Platform) -> None
     version = _installed_version(plat, "alphabet-sort")
     assert record["metadata"]["environment_ref"] == f"proctor/alphabet-sort@{version}"
     assert record["environments"][0]["ref"] == f"proctor/alphabet-sort@{version}"
+
+
+def test_proctor_eval_of_a_verifiers_environment_files_under_the_callers_own(
+    plat: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's platform run carries the environment's framework (a verifiers
+    environment says `verifiers`), so a verifiers reverse-text is not filed as the built-in."""
+    from proctor.eval.platform_run import open_platform_run
+
+    monkeypatch.setenv("PROCTOR_API_URL", plat.url)
+    monkeypatch.setenv("PROCTOR_API_KEY", plat.api_key)
+    run = open_platform_run(
+        push=True,
+        attach=None,
+        name="engine-vf",
+        environment="reverse-text",
+        model="m",
+        config={},
+        run_dir=tmp_path / "run",
+        framework="verifiers",
+    )
+    run.finish()
+    record = _record(plat, run.id)
+    assert record["framework"] == "verifiers"
+    assert not record["environments"][0]["ref"].startswith("proctor/")

@@ -111,6 +111,7 @@ def open_platform_run(
     local_id: str | None = None,
     resume: bool = False,
     finish_timeout: float = 120.0,
+    framework: str = "proctor",
 ) -> PlatformRun:
     """Open the run an eval logs to, following the attach contract.
 
@@ -133,6 +134,7 @@ def open_platform_run(
         "run_dir": run_dir,
         "expected_samples": _expected_samples(config),
         "finish_timeout": finish_timeout,
+        "framework": framework,
     }
     if not push:
         # A resumed local run is the same run, under the same id.

@@ -286,6 +286,8 @@ class _Run:
                 local_id=self._resumed_id(),
                 resume=config.resume,
                 finish_timeout=config.run.finish_timeout,
+                # A verifiers environment is never filed under a built-in of its name.
+                framework=str(getattr(self.env, "framework", "proctor")),
             )
         except ProctorError:
             raise

@@ -78,6 +78,10 @@ class VerifiersEnvironment(Environment):
         vf_env: The composed verifiers environment (`verifiers.v1.utils.loaders`).
     """
 
+    framework = "verifiers"
+    """What runs it, as a pushed run tells the platform (`proctor.runs.init(framework=)`): its
+    results are never filed under a proctor built-in of the same name."""
+
     def __init__(self, name: str, vf_env: Any) -> None:
         self.vf_env = vf_env
         self._vf_tasks: dict[int, Any] = {}
