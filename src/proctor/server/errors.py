@@ -89,6 +89,13 @@ class InvalidInput(ServerError):
         self.loc = loc
 
 
+class TooManyRequests(ServerError):
+    """The caller is over a rate limit; `Retry-After` says when to try again."""
+
+    status_code = 429
+    code = "rate_limited"
+
+
 class LoginRequired(ServerError):
     """A page was requested without a valid session; the dashboard redirects to sign-in."""
 

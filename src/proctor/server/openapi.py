@@ -75,6 +75,7 @@ _DESCRIPTIONS = {
     409: "The record's state forbids this (e.g. a closed evaluation).",
     413: "The request body is over the size limit.",
     422: "A parameter or a body field is invalid; `detail` lists them.",
+    429: "Over a rate limit; `Retry-After` says when to try again.",
     500: "The server failed; its log has the cause under the `X-Request-ID` of the answer.",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from proctor.server.errors import ScopeDenied
 
@@ -61,6 +61,36 @@ class WhoAmIResponse(BaseModel):
     """Answer of `GET /user/whoami`."""
 
     data: WhoAmI
+
+
+class ChallengeRequest(BaseModel):
+    """Body of `POST /auth_challenge/generate` (what `prime login` sends)."""
+
+    encryptionPublicKey: str = Field(min_length=1, max_length=20_000)
+    """An RSA public key in PEM (SubjectPublicKeyInfo); the new key is encrypted to it."""
+    limits: dict[str, int] | None = None
+    """Per-key sandbox caps the CLI may ask for; proctor shows them and applies none."""
+
+
+class ChallengeOut(BaseModel):
+    """A new sign-in challenge."""
+
+    challenge: str
+    """The code the user approves in the dashboard."""
+    status_auth_token: str
+    """Bearer token for polling `GET /auth_challenge/status` (shown this once)."""
+    expires_at: datetime
+    approve_url: str
+    """The dashboard page where the signed-in user approves the code."""
+
+
+class ChallengeStatus(BaseModel):
+    """A poll's answer: `result` is null until the challenge is approved."""
+
+    status: str
+    """`pending` or `approved`."""
+    result: str | None = None
+    """Base64 of the new API key encrypted to the CLI's public key (RSA-OAEP, SHA-256)."""
 
 
 class TeamsResponse(BaseModel):
