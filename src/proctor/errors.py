@@ -28,7 +28,8 @@
           ├── NotVisible            404 not_found
           ├── Conflict              409 conflict
           ├── PayloadTooLarge       413 payload_too_large
-          └── InvalidInput          422 invalid_input
+          ├── InvalidInput          422 invalid_input
+          └── TooManyRequests       429 rate_limited (with Retry-After)
 
 Every message is one sentence that names the fix. The `ServerError` family is the server's
 own (it carries an HTTP status and code, and no library user catches it), so it lives in
