@@ -20,11 +20,16 @@ from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep
 from proctor.server.errors import BadRequest
 from proctor.server.openapi import errors
 from proctor.server.teams import check_team
-from proctor.server.traces import service
+from proctor.server.traces import reads, service
 from proctor.server.traces.schemas import (
+    EpisodeDetail,
     EpisodeListPage,
-    EpisodeSummary,
+    RunListPage,
+    RunStepList,
+    RunSummary,
     TraceListPage,
+    TraceNodePage,
+    TraceSearchPage,
     TraceSummary,
     UploadReceipt,
     upload_request_schema,
@@ -186,12 +191,137 @@ def list_episodes(
     return EpisodeListPage.model_validate({"items": items, "next_cursor": next_cursor})
 
 
-@router.get("/episodes/{episode_id}", response_model=EpisodeSummary | dict[str, Any])
+@router.get("/episodes/{episode_id}", response_model=EpisodeDetail | dict[str, Any])
 def get_episode(
     episode_id: str, principal: CurrentPrincipal, session: ReadSession, raw: Raw = False
 ) -> Any:
-    """One episode's summary, or with `raw=true` its line as sent."""
-    row = service.get_record(session, principal, "episode", episode_id)
+    """One episode's summary with its member-trace aggregate, or with `raw=true` its line
+    as sent."""
     if raw:
+        row = service.get_record(session, principal, "episode", episode_id)
         return _json(service.raw_document(session, row))
-    return EpisodeSummary.model_validate(service.summary(row))
+    return EpisodeDetail.model_validate(reads.episode_detail(session, principal, episode_id))
+
+
+@router.get(
+    "/episodes/{episode_id}/traces", response_model=TraceListPage, responses=errors(400, 404)
+)
+def list_episode_traces(
+    episode_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TraceListPage:
+    """An episode's member traces, newest first (`limit` over 100 reads as 100)."""
+    _only_filters(request, "limit", "cursor")
+    items, next_cursor = reads.episode_traces(
+        session, principal, episode_id, cursor=_cursor(cursor), limit=min(limit, PAGE_LIMIT_MAX)
+    )
+    return TraceListPage.model_validate({"items": items, "next_cursor": next_cursor})
+
+
+@router.get("/traces/{trace_id}/nodes", response_model=TraceNodePage, responses=errors(400, 404))
+def list_trace_nodes(
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    role: Annotated[list[str] | None, Query(max_length=20)] = None,
+    sampled: bool | None = None,
+    after: Annotated[int | None, Query(ge=-1, le=2**31 - 1)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TraceNodePage:
+    """A trace's message nodes in step order (`limit` over 100 reads as 100)."""
+    _only_filters(request, "role", "sampled", "after", "limit", "cursor")
+    page = reads.trace_nodes(
+        session,
+        principal,
+        trace_id,
+        roles=role or [],
+        sampled=sampled,
+        after=after,
+        cursor=_cursor(cursor),
+        limit=min(limit, PAGE_LIMIT_MAX),
+    )
+    return TraceNodePage.model_validate(page)
+
+
+@router.get("/runs", response_model=RunListPage, responses=errors(400))
+def list_runs(
+    request: Request,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    run_type: Annotated[list[str] | None, Query(max_length=10)] = None,
+    created_by: Annotated[list[str] | None, Query(max_length=100)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> RunListPage:
+    """Runs (evaluations with traces) this key may read, most recently ingested first."""
+    _only_filters(request, "run_type", "created_by", "limit", "cursor")
+    items, next_cursor = reads.list_runs(
+        session,
+        principal,
+        run_types=run_type or [],
+        created_by=created_by or [],
+        cursor=_cursor(cursor),
+        limit=min(limit, PAGE_LIMIT_MAX),
+    )
+    return RunListPage.model_validate({"items": items, "next_cursor": next_cursor})
+
+
+@router.get("/runs/{run_id}", response_model=RunSummary, responses=errors(404))
+def get_run(run_id: str, principal: CurrentPrincipal, session: ReadSession) -> RunSummary:
+    """One run's totals over its traces."""
+    return RunSummary.model_validate(reads.run_summary(session, principal, run_id))
+
+
+@router.get("/runs/{run_id}/steps", response_model=RunStepList, responses=errors(404))
+def get_run_steps(run_id: str, principal: CurrentPrincipal, session: ReadSession) -> RunStepList:
+    """A run's training steps (an evaluation has none)."""
+    return RunStepList.model_validate(reads.run_steps(session, principal, run_id))
+
+
+@router.get("/runs/{run_id}/search", response_model=TraceSearchPage, responses=errors(400, 404))
+def search_run(
+    run_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    query: Annotated[str, Query(max_length=256)],
+    field: Annotated[str, Query(max_length=32)] = "content",
+    role: Annotated[str | None, Query(max_length=32)] = None,
+    has_error: bool | None = None,
+    reward_min: float | None = None,
+    reward_max: float | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> TraceSearchPage:
+    """Literal, case-sensitive matches in one field of a run's message nodes (one per node)."""
+    _only_filters(
+        request,
+        "query",
+        "field",
+        "role",
+        "has_error",
+        "reward_min",
+        "reward_max",
+        "limit",
+        "cursor",
+    )
+    page = reads.search_run(
+        session,
+        principal,
+        run_id,
+        query=query,
+        field=field,
+        role=role,
+        has_error=has_error,
+        reward_min=reward_min,
+        reward_max=reward_max,
+        cursor=_cursor(cursor),
+        limit=min(limit, PAGE_LIMIT_MAX),
+    )
+    return TraceSearchPage.model_validate(page)

@@ -93,6 +93,119 @@ class EpisodeSummary(BaseModel):
     trace_count: int
 
 
+class EpisodeTraceAggregate(BaseModel):
+    """An episode's member traces, totalled at read time."""
+
+    trace_count: int
+    total_tokens: int
+    total_duration_ms: int
+    any_trace_error: bool
+    agent_names: list[str]
+
+
+class EpisodeDetail(EpisodeSummary):
+    """`GET /episodes/{id}`: the episode's own summary and its member-trace aggregate."""
+
+    traces: EpisodeTraceAggregate
+
+
+class TraceNode(BaseModel):
+    """One message node of a trace, in step order."""
+
+    node_idx: int
+    parent_idx: int | None
+    timestamp: float | None
+    sampled: bool
+    message: dict[str, Any]
+    """The message as stored (`role`, `content`, `tool_calls`, ...)."""
+
+
+class TraceNodePage(BaseModel):
+    """One page of a trace's nodes; `partial_index` is always false (no indexing cap)."""
+
+    items: list[TraceNode]
+    next_cursor: str | None
+    partial_index: bool
+
+
+class RunSummary(BaseModel):
+    """A run (an evaluation with stored traces) and its totals over its traces."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    first_trace_created_at: str
+    last_trace_created_at: str
+    last_trace_ingested_at: str
+    trace_count: int
+    episode_count: int
+    avg_reward: float | None
+    """Over scored traces only; null when none is scored."""
+    step_min: int | None
+    step_max: int | None
+    step_count: int
+    has_error: bool
+    first_user_id: str | None
+    environment_ids: list[str]
+    model_ids: list[str]
+    context: dict[str, str]
+
+
+class RunListPage(BaseModel):
+    """One page of runs, most recently ingested first."""
+
+    items: list[RunSummary]
+    next_cursor: str | None
+
+
+class RunStep(BaseModel):
+    step: int
+    trace_count: int
+    episode_count: int
+    avg_reward: float | None
+
+
+class RunStepList(BaseModel):
+    """A run's training steps (evaluations have none)."""
+
+    step_min: int | None
+    step_max: int | None
+    step_count: int
+    items: list[RunStep]
+
+
+class SearchMatch(BaseModel):
+    """One node whose field holds the query (the first occurrence in it)."""
+
+    trace_id: str
+    upload_id: str
+    generation: int
+    episode_id: str | None
+    node_idx: int
+    role: str
+    field: str
+    representation: str
+    """`text` (a string field) or `json` (searched in the field's JSON)."""
+    match_start: int
+    match_end: int
+    excerpt: str
+    excerpt_start: int
+
+
+class SearchCoverage(BaseModel):
+    examined_traces: int
+    unindexed_trace_ids: list[str]
+    partial_index: bool
+
+
+class TraceSearchPage(BaseModel):
+    """One page of matches; the first page carries `coverage`."""
+
+    items: list[SearchMatch]
+    next_cursor: str | None
+    coverage: SearchCoverage | None = None
+
+
 class TraceListPage(BaseModel):
     """One page of traces, newest first; pass `next_cursor` as `cursor` (null: the end)."""
 
