@@ -1,4 +1,6 @@
-"""`proctor runs sync RUN_DIR`: send what a run directory still holds for the platform."""
+"""`proctor runs sync RUN_DIR`: send what a run directory still holds for the platform;
+`proctor runs export RUN_DIR`: write it as `metadata.json` + `results.jsonl` (what
+`prime eval push` and `vf-eval` read)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,44 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--timeout", type=float, default=300.0, help="seconds to keep trying")
     sync.add_argument("-v", "--verbose", action="store_true", help="log every step")
+    export = sub.add_parser(
+        "export",
+        help="write a run as metadata.json + results.jsonl (for prime eval push)",
+        description=(
+            "Write the run's samples as results.jsonl (one per episode, with its sample_id, "
+            "so pushing it again stores nothing twice) and metadata.json (environment, model, "
+            "sizes, avg_reward and avg_<metric>), the layout `prime eval push` and vf-eval "
+            "read. Needs no platform."
+        ),
+    )
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the eval's run directory")
+    export.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where to write the two files (default: RUN_DIR)",
+    )
     return parser
+
+
+def _export(args: argparse.Namespace) -> int:
+    from proctor.eval.export import export_run
+
+    if not args.run_dir.is_dir():
+        raise ConfigError(f"{args.run_dir} is not a directory; pass an eval's run directory")
+    done = export_run(args.run_dir, args.output)
+    print(f"wrote {done.samples} sample(s) to {done.results_path} and {done.metadata_path}")
+    target = done.metadata_path.parent
+    if "/" in done.env:
+        print(f"push it with: prime eval push {target} --env {done.env}")
+    else:
+        print(
+            f"push it with: prime eval push {target} --env OWNER/{done.env} "
+            f"(primeintellect/{done.env} for a built-in)"
+        )
+    return 0
 
 
 def run(argv: list[str]) -> int:
@@ -40,6 +79,8 @@ def run(argv: list[str]) -> int:
     if args.action is None:
         parser.print_help()
         return 0 if not argv else 2
+    if args.action == "export":
+        return _export(args)
     from proctor.runs import sync_run_dir
 
     handler = logging.StreamHandler(sys.stderr)
