@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -290,8 +290,10 @@ def search_run(
     request: Request,
     principal: CurrentPrincipal,
     session: ReadSession,
-    query: Annotated[str, Query(max_length=256)],
-    field: Annotated[str, Query(max_length=32)] = "content",
+    query: Annotated[
+        str, Query(min_length=3, max_length=256, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$")
+    ],
+    field: Literal["content", "reasoning_content", "tool_calls"] = "content",
     role: Annotated[str | None, Query(max_length=32)] = None,
     has_error: bool | None = None,
     reward_min: float | None = None,
