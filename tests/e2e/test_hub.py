@@ -213,7 +213,9 @@ def test_private_team_environments_stay_with_the_team(
     assert pushed.returncode == 0 and "red/team-echo" in pushed.stdout, pushed.stderr
     run = ["hosted", "run", "red/team-echo", "-m", "demo", "--api-base-url", demo_model, "-n", "1"]
     refused = proctor(hub, mallory, *run)
-    assert refused.returncode != 0 and "HTTP 404" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and "no environment 'red/team-echo'" in refused.stderr, (
+        refused.stderr
+    )
     listed = prime(hub, mallory, tmp_path / "mhome", "env", "list")
     assert "team-echo" not in listed.stdout
     hosted = prime(
