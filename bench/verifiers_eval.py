@@ -4,8 +4,8 @@
 
 Runs verifiers' `reverse-text` (vendored in tests/envs/verifiers_envs, local data) on the
 subprocess runtime against a demo model (`proctor demo-model`, started here), once per
-runner and concurrency, one after the other: `vf-eval` in-process (`--no-serve`) and
-through its env-server pool (its default), and `proctor eval` (one worker and `-w 2`).
+runner and concurrency, one after the other: `vf-eval` (through its env-server pool, its
+default) and `proctor eval` (one worker and `-w 2`).
 Reports wall time, rollouts per second and CPU seconds per rollout (the runner and every
 process it started: harness programs, interception, workers), from `wait4`'s rusage.
 Needs `proctor[verifiers]` (run it with that venv's Python). Appends to
@@ -80,8 +80,7 @@ def main() -> None:
             proctor = [str(BIN / "proctor"), "eval", "reverse-text", "--client.base-url", url]
             proctor += ["--env-args", json.dumps(env_args)]
             runs = {
-                "vf-eval --no-serve": [*vf_eval, "--no-serve"],
-                "vf-eval (env-server pool)": vf_eval,
+                "vf-eval (its env-server pool)": vf_eval,
                 "proctor eval -w 1": [*proctor, "-w", "1"],
                 "proctor eval -w 2": [*proctor, "-w", "2"],
             }
