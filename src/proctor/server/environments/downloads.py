@@ -9,12 +9,6 @@ works for its owner and stops working when the key is revoked or loses its team.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import os
-import secrets
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +21,7 @@ from proctor.server.db.models import Environment, EnvironmentVersion
 from proctor.server.environments import access, artifacts, repository
 from proctor.server.errors import Forbidden, NotVisible
 from proctor.server.settings import Settings
+from proctor.server.signing import data_dir_secret, sign, signed_by
 from proctor.server.web.session import principal_for_key_id
 
 DOWNLOAD_PREFIX = "/environmentshub/downloads"
@@ -35,32 +30,9 @@ URL_TTL_S = 24 * 3600
 SECRET_FILE = "hub-download.secret"
 KINDS = ("wheel", "source")
 
-_lock = threading.Lock()
-_secrets: dict[Path, bytes] = {}
-
-
-def _secret(settings: Settings) -> bytes:
-    path = settings.resolved_data_dir() / SECRET_FILE
-    with _lock:
-        cached = _secrets.get(path)
-        if cached is not None:
-            return cached
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:  # O_EXCL: two workers starting together must agree on one secret
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(secrets.token_hex(32))
-        secret = _secrets[path] = path.read_text().strip().encode("ascii")
-        return secret
-
 
 def _sign(settings: Settings, payload: str) -> str:
-    digest = hmac.new(_secret(settings), payload.encode("utf-8"), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+    return sign(data_dir_secret(settings, SECRET_FILE), payload)
 
 
 def _payload(version_id: str, kind: str, expires: int, key_id: str) -> str:
@@ -126,8 +98,10 @@ def check(
         Forbidden: Forged, expired, or its key is revoked.
         NotVisible: The key no longer sees the environment, or the file is gone.
     """
-    expected = _sign(settings, _payload(version_id, kind, expires, key_id))
-    if kind not in KINDS or not hmac.compare_digest(expected, signature):
+    payload = _payload(version_id, kind, expires, key_id)
+    if kind not in KINDS or not signed_by(
+        data_dir_secret(settings, SECRET_FILE), payload, signature
+    ):
         raise _refused()
     if expires < int(now if now is not None else time.time()):
         raise _refused()

@@ -10,15 +10,10 @@ cross-site requests are refused by `proctor.server.web.guard`.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import logging
-import os
 import secrets
-import threading
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from fastapi import Request, Response
 from sqlalchemy.orm import Session
@@ -30,6 +25,7 @@ from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import WebSession
 from proctor.server.errors import LoginRequired, Unauthenticated
 from proctor.server.settings import Settings
+from proctor.server.signing import data_dir_secret, sign, signed_by
 
 logger = logging.getLogger(__name__)
 
@@ -38,49 +34,23 @@ SESSION_MAX_AGE_S = 7 * 24 * 3600
 SECRET_FILE = "web-session.secret"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
-_secret_lock = threading.Lock()
-_secrets: dict[Path, bytes] = {}  # per data dir: read once, not on every page request
 _warned_plain_http = False
 
 
 def session_secret(settings: Settings) -> bytes:
-    """The signing secret, read once from (or created in) the data directory.
-
-    Rotating it (replacing the file) takes effect at the next server start.
-    """
-    path: Path = settings.resolved_data_dir() / SECRET_FILE
-    with _secret_lock:
-        cached = _secrets.get(path)
-        if cached is not None:
-            return cached
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # O_EXCL: two workers starting together must not each write a different secret.
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(secrets.token_hex(32))
-        secret = _secrets[path] = path.read_text().strip().encode("ascii")
-        return secret
-
-
-def _sign(secret: bytes, payload: str) -> str:
-    digest = hmac.new(secret, payload.encode("utf-8"), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+    """The cookie-signing secret of this data directory (`proctor.server.signing`)."""
+    return data_dir_secret(settings, SECRET_FILE)
 
 
 def make_cookie_value(secret: bytes, session_id: str) -> str:
     """A signed cookie value for `session_id`."""
-    return f"{session_id}.{_sign(secret, session_id)}"
+    return f"{session_id}.{sign(secret, session_id)}"
 
 
 def read_cookie_value(secret: bytes, value: str) -> str | None:
     """The session id in a cookie value, or None if it is forged or malformed."""
     session_id, _, signature = value.rpartition(".")
-    if not session_id or not hmac.compare_digest(signature, _sign(secret, session_id)):
+    if not session_id or not signed_by(secret, session_id, signature):
         return None
     return session_id
 
