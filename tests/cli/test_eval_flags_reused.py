@@ -98,7 +98,7 @@ def test_hosted_run_secrets_travel_in_the_body_not_as_flags(
 def test_quickstart_sends_its_count_and_evals_other_defaults() -> None:
     from proctor.cli import quickstart_cmd
     from proctor.eval.args import check_overrides, given_overrides
-    from proctor.hosted.command import wire_config
+    from proctor.sandboxes.command import wire_config
 
     def sent(*argv: str) -> dict[str, Any]:
         args = quickstart_cmd._parser().parse_args(list(argv))

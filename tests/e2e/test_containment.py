@@ -31,7 +31,7 @@ from tests.conftest import Platform, postgres_url, start_platform
 from tests.e2e.hosted_helpers import hub_project, wait_closed
 from tests.e2e.test_hub import make_key, proctor
 
-from proctor.hosted.confine import host_problem, uid_range
+from proctor.sandboxes.confine import host_problem, uid_range
 
 pytestmark = pytest.mark.e2e
 

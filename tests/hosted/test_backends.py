@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import ConfigError
-from proctor.hosted import backends
-from proctor.hosted.local import LocalSandbox
-from proctor.hosted.sandbox import SandboxHandle
+from proctor.sandboxes import backends
+from proctor.sandboxes.local import LocalSandbox
+from proctor.sandboxes.sandbox import SandboxHandle
 from proctor.server.hosted.settings import LauncherSettings
 
 

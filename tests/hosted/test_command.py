@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from proctor.eval.args import parse_eval_args
 from proctor.eval.config import EvalConfig
-from proctor.hosted.command import (
+from proctor.sandboxes.command import (
     DEFAULT_COMMAND,
     HostedEvalConfig,
     build_command,

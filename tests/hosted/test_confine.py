@@ -1,4 +1,4 @@
-"""The confinement of hosted sandboxes (`proctor.hosted.confine`): refusals, the policy's
+"""The confinement of hosted sandboxes (`proctor.sandboxes.confine`): refusals, the policy's
 pieces, and a confined local sandbox's identity, view, network and caps.
 
 tests/e2e/test_containment.py runs a hostile pushed environment through the real path.
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import ConfigError, SandboxError
-from proctor.hosted import confine
-from proctor.hosted.local import LocalSandbox
-from proctor.hosted.relay import endpoints, hosts_file
-from proctor.hosted.sandbox import SandboxHandle, SandboxSpec, SandboxState
+from proctor.sandboxes import confine
+from proctor.sandboxes.local import LocalSandbox
+from proctor.sandboxes.relay import endpoints, hosts_file
+from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database
 from proctor.server.hosted.launcher import Launcher

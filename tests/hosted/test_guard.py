@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proctor.hosted.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
+from proctor.sandboxes.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
 from tests.procs import gone, read_pid
 
-GUARD = [sys.executable, "-m", "proctor.hosted.guard"]
+GUARD = [sys.executable, "-m", "proctor.sandboxes.guard"]
 
 
 def _tree(tmp_path: Path) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from proctor.hosted.local import LocalSandbox
-from proctor.hosted.sandbox import TRUNCATION_MARKER, SandboxHandle, SandboxSpec, SandboxState
+from proctor.sandboxes.local import LocalSandbox
+from proctor.sandboxes.sandbox import TRUNCATION_MARKER, SandboxHandle, SandboxSpec, SandboxState
 
 
 def _spec(tmp_path: Path, command: str, **env: str) -> SandboxSpec:
@@ -177,7 +177,7 @@ def test_a_killed_wrapper_takes_its_whole_process_tree_with_it(tmp_path: Path) -
 
 
 def test_secret_headers_reach_the_sandbox_only_through_its_environment(tmp_path: Path) -> None:
-    from proctor.hosted.command import (
+    from proctor.sandboxes.command import (
         HostedEvalConfig,
         build_command,
         eval_options,

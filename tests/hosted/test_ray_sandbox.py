@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from proctor.hosted.sandbox import SandboxHandle, SandboxSpec, SandboxState
+from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
 from tests.conftest import Platform
 from tests.procs import PROCTOR, ManagedProcess, free_port, gone, read_pid, wait_http
 
@@ -65,7 +65,7 @@ def ray_address() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def backend(ray_address: str):  # type: ignore[no-untyped-def]
-    from proctor.hosted.ray_jobs import RaySandbox
+    from proctor.sandboxes.ray_jobs import RaySandbox
 
     return RaySandbox(ray_address, stop_grace_seconds=1)
 
@@ -74,7 +74,7 @@ def backend(ray_address: str):  # type: ignore[no-untyped-def]
 def plain(ray_address: str):  # type: ignore[no-untyped-def]
     """The guard's own process-tree rules, seen with the host's pids (a confined command
     has a pid namespace of its own, which dies with the sandbox)."""
-    from proctor.hosted.ray_jobs import RaySandbox
+    from proctor.sandboxes.ray_jobs import RaySandbox
 
     return RaySandbox(ray_address, stop_grace_seconds=1, isolation="none")
 
@@ -185,7 +185,7 @@ def test_a_killed_entrypoint_takes_its_whole_process_tree_with_it(plain, tmp_pat
 
 
 def test_the_guard_confines_the_job_on_the_node(backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from proctor.hosted.confine import DEFAULT_UIDS, host_problem, uid_range
+    from proctor.sandboxes.confine import DEFAULT_UIDS, host_problem, uid_range
 
     problem = host_problem()
     assert problem is None or not os.environ.get("CI"), problem
@@ -311,7 +311,7 @@ def test_ray_launcher_contains_a_hostile_pushed_environment(
 ) -> None:
     """The hostile package of tests/e2e/test_containment.py, pushed by a plain user and run
     as a Ray job: the guard confines it on the node, and every probe fails there too."""
-    from proctor.hosted.confine import host_problem
+    from proctor.sandboxes.confine import host_problem
     from tests.e2e.hosted_helpers import wait_closed
     from tests.e2e.test_containment import (
         MEMORY_MB,
@@ -391,7 +391,7 @@ def test_ray_launcher_fails_a_sandbox_whose_entrypoint_was_killed_and_leaves_no_
             time.sleep(0.2)
         evals = _evals_of(evaluation_id)
         entrypoint = next(
-            p for p in evals[0].parents() if "proctor.hosted.guard" in " ".join(p.cmdline())
+            p for p in evals[0].parents() if "proctor.sandboxes.guard" in " ".join(p.cmdline())
         )
         entrypoint.kill()
         record = wait_closed(client, plat, evaluation_id, timeout=120)

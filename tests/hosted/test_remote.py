@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from proctor.errors import ConfigError, PlatformError
-from proctor.hosted import remote
-from proctor.hosted.sandbox import tail_text
+from proctor.sandboxes import remote
+from proctor.sandboxes.sandbox import tail_text
 from tests.procs import free_port
 
 

@@ -192,9 +192,9 @@ def test_the_database_guard_refuses_what_a_column_cannot_hold(api: Api) -> None:
             session.add(evaluation)
         assert next(iter(bad)) in caught.value.message
     with pytest.raises(InvalidInput, match="example_id"), api.db.read() as session:
-        from proctor.server.db.models import Sample
+        from proctor.server.db.models import SampleRow
 
-        session.scalars(select(Sample).where(Sample.example_id == INT64_MAX + 1)).all()
+        session.scalars(select(SampleRow).where(SampleRow.example_id == INT64_MAX + 1)).all()
 
 
 def test_page_windows_stay_within_a_32_bit_row_position(api: Api) -> None:

@@ -61,7 +61,7 @@ def _push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from proctor import hub
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     client = remote.connect()
     try:

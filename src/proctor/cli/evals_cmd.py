@@ -95,7 +95,7 @@ def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.action == "create":
         return _create(args.eval_args)
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     client = remote.connect()
     try:

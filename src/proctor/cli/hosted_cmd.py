@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from proctor.cli._parser import CommandParser
 from proctor.errors import APIError, ConfigError, ProctorError
 from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
-from proctor.hosted.command import HOSTED_FIELDS, wire_config
+from proctor.sandboxes.command import HOSTED_FIELDS, wire_config
 
 if TYPE_CHECKING:
     from proctor.runs import PlatformClient
@@ -91,7 +91,7 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     def show_status(record: dict[str, Any]) -> None:
         print(f"[{record['status']}] {evaluation_id}", file=sys.stderr, flush=True)
@@ -117,7 +117,7 @@ def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
 
 def mean_reward_line(client: PlatformClient, record: dict[str, Any]) -> str:
     """`mean reward 0.771 ± 0.046 (95% CI)`: the platform's headline, as every view says it."""
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     try:
         figures = remote.stats(client, str(record.get("evaluation_id")))
@@ -143,7 +143,7 @@ def _report(record: dict[str, Any], client: PlatformClient) -> int:
 def run(argv: list[str]) -> int:
     """Parse the arguments and talk to the platform."""
     args = _parser().parse_args(argv)
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     client = remote.connect()
     try:
@@ -155,7 +155,7 @@ def run(argv: list[str]) -> int:
 
 
 def _act(args: argparse.Namespace, client: PlatformClient) -> int:
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     if args.action == "run":
         ids = remote.submit(

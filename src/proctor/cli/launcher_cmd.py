@@ -12,7 +12,7 @@ from types import FrameType
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
 from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
-from proctor.hosted.backends import backend_types
+from proctor.sandboxes.backends import backend_types
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -56,7 +56,7 @@ def _summary(
     """The evaluation's outcome; `data_dir` is set when the server stops right after (--exit),
     so the dashboard line says how to bring it back."""
     from proctor.cli.hosted_cmd import mean_reward_line
-    from proctor.hosted import remote
+    from proctor.sandboxes import remote
 
     print(f"\nevaluation {record['evaluation_id']}: {record['status']}")
     if record.get("error_message"):

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 
 from proctor.errors import ConfigError, PlatformError
-from proctor.hosted import remote
-from proctor.hosted.command import wire_config
-from proctor.hosted.confine import host_problem
+from proctor.sandboxes import remote
+from proctor.sandboxes.command import wire_config
+from proctor.sandboxes.confine import host_problem
 from proctor.toml_io import dump_toml, read_toml
 
 logger = logging.getLogger(__name__)

@@ -237,7 +237,7 @@ class Evaluation(Base):
     create_key: Mapped[str | None] = mapped_column(String(200))
 
 
-class Sample(Base):
+class SampleRow(Base):
     """One sample (one episode); `data` is the whole sample JSON as sent."""
 
     __tablename__ = "samples"

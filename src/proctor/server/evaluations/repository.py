@@ -29,19 +29,19 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from proctor.server.auth.schemas import Principal
-from proctor.server.db.models import Environment, Evaluation, Sample
+from proctor.server.db.models import Environment, Evaluation, SampleRow
 
 # Built once: these run on every request (building a statement costs about as much as running it).
 _GET = select(Evaluation).where(Evaluation.id == bindparam("evaluation_id"))
 _GET_FOR_UPDATE = _GET.with_for_update()
 _PAGE = (
-    select(Sample.data)
+    select(SampleRow.data)
     .where(
-        Sample.evaluation_id == bindparam("evaluation_id"),
-        Sample.seq >= bindparam("first_seq"),
-        Sample.seq <= bindparam("last_seq"),
+        SampleRow.evaluation_id == bindparam("evaluation_id"),
+        SampleRow.seq >= bindparam("first_seq"),
+        SampleRow.seq <= bindparam("last_seq"),
     )
-    .order_by(Sample.seq)
+    .order_by(SampleRow.seq)
 )
 
 
@@ -178,7 +178,7 @@ def insert_samples(session: Session, rows: list[dict[str, Any]]) -> set[str]:
         return set()
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    table = Sample.metadata.tables["samples"]
+    table = SampleRow.metadata.tables["samples"]
     statement = (
         insert(table)
         .on_conflict_do_nothing(index_elements=["evaluation_id", "sample_id"])
@@ -197,8 +197,8 @@ def stored_sample_ids(session: Session, evaluation_id: str, ids: Sequence[str]) 
         chunk = list(ids[start : start + 500])
         found.update(
             session.scalars(
-                select(Sample.sample_id).where(
-                    Sample.evaluation_id == evaluation_id, Sample.sample_id.in_(chunk)
+                select(SampleRow.sample_id).where(
+                    SampleRow.evaluation_id == evaluation_id, SampleRow.sample_id.in_(chunk)
                 )
             )
         )
@@ -210,9 +210,9 @@ def sample_id_page(
 ) -> list[tuple[int, str]]:
     """`(seq, sample_id)` of up to `limit` samples past `after_seq`, in order."""
     rows = session.execute(
-        select(Sample.seq, Sample.sample_id)
-        .where(Sample.evaluation_id == evaluation_id, Sample.seq > after_seq)
-        .order_by(Sample.seq)
+        select(SampleRow.seq, SampleRow.sample_id)
+        .where(SampleRow.evaluation_id == evaluation_id, SampleRow.seq > after_seq)
+        .order_by(SampleRow.seq)
         .limit(limit)
     )
     return [(int(seq), str(sid)) for seq, sid in rows]
@@ -231,7 +231,7 @@ def renumber_samples(session: Session, evaluation_id: str, moves: list[tuple[str
     Used when a batch had replays: the rows after a skipped one move down to close the gap.
     Moving in ascending order never collides with the `(evaluation_id, seq)` uniqueness.
     """
-    table = Sample.metadata.tables["samples"]
+    table = SampleRow.metadata.tables["samples"]
     statement = (
         update(table)
         .where(table.c.evaluation_id == evaluation_id, table.c.sample_id == bindparam("sid"))
@@ -248,10 +248,10 @@ def sample_page(session: Session, evaluation_id: str, first_seq: int, last_seq: 
     return list(session.scalars(_PAGE, params))
 
 
-def all_samples(session: Session, evaluation_id: str) -> Iterable[Sample]:
+def all_samples(session: Session, evaluation_id: str) -> Iterable[SampleRow]:
     """Every sample of an evaluation in order (for exports; streams rows)."""
     return session.scalars(
-        select(Sample).where(Sample.evaluation_id == evaluation_id).order_by(Sample.seq)
+        select(SampleRow).where(SampleRow.evaluation_id == evaluation_id).order_by(SampleRow.seq)
     )
 
 
@@ -261,10 +261,12 @@ def all_samples(session: Session, evaluation_id: str) -> Iterable[Sample]:
 SampleOrder = Literal["seq", "reward_desc", "reward_asc"]
 
 
-def get_sample(session: Session, evaluation_id: str, sample_id: str) -> Sample | None:
+def get_sample(session: Session, evaluation_id: str, sample_id: str) -> SampleRow | None:
     """The sample with this `sample_id` in the evaluation, or None."""
     return session.scalar(
-        select(Sample).where(Sample.evaluation_id == evaluation_id, Sample.sample_id == sample_id)
+        select(SampleRow).where(
+            SampleRow.evaluation_id == evaluation_id, SampleRow.sample_id == sample_id
+        )
     )
 
 
@@ -277,7 +279,7 @@ def sample_rows(
     order: SampleOrder = "seq",
     errored: bool | None = None,
     example_id: int | None = None,
-) -> list[Sample]:
+) -> list[SampleRow]:
     """Samples of an evaluation, filtered and ordered, `limit` from `offset`.
 
     Unfiltered in `seq` order this is a range on `(evaluation_id, seq)`, not an OFFSET scan.
@@ -285,32 +287,32 @@ def sample_rows(
     can come from `ix_samples_evaluation_reward` on every backend, whatever its NULL
     ordering, and an errored sample is never ranked by a reward).
     """
-    conditions: list[ColumnElement[bool]] = [Sample.evaluation_id == evaluation_id]
+    conditions: list[ColumnElement[bool]] = [SampleRow.evaluation_id == evaluation_id]
     if errored is not None:
-        conditions.append(Sample.has_error.is_(errored))
+        conditions.append(SampleRow.has_error.is_(errored))
     if example_id is not None:
-        conditions.append(Sample.example_id == example_id)
-    query = select(Sample).where(*conditions)
+        conditions.append(SampleRow.example_id == example_id)
+    query = select(SampleRow).where(*conditions)
     if order == "seq" and errored is None and example_id is None:
-        query = query.where(Sample.seq > offset, Sample.seq <= offset + limit)
-        return list(session.scalars(query.order_by(Sample.seq)))
+        query = query.where(SampleRow.seq > offset, SampleRow.seq <= offset + limit)
+        return list(session.scalars(query.order_by(SampleRow.seq)))
     if order == "seq" and example_id is not None:
         # Rollout order; also keeps the planner on the example index, not a walk of `seq`.
-        query = query.order_by(Sample.rollout_number, Sample.seq)
+        query = query.order_by(SampleRow.rollout_number, SampleRow.seq)
     elif order == "seq" and errored is not None:
         # By example: `has_error` is read from the example index, so a run with few errors
         # is not a walk over every sample row.
-        query = query.order_by(Sample.example_id, Sample.id)
+        query = query.order_by(SampleRow.example_id, SampleRow.id)
     elif order == "seq":
-        query = query.order_by(Sample.seq)
+        query = query.order_by(SampleRow.seq)
     elif order == "reward_desc":
         # Ties by row id in the same direction: exactly the index's order, so no sort.
         # Only scored samples are ranked by reward: an errored one's stored reward is none.
-        query = query.where(Sample.reward.is_not(None), Sample.has_error.is_(False))
-        query = query.order_by(Sample.reward.desc(), Sample.id.desc())
+        query = query.where(SampleRow.reward.is_not(None), SampleRow.has_error.is_(False))
+        query = query.order_by(SampleRow.reward.desc(), SampleRow.id.desc())
     else:
-        query = query.where(Sample.reward.is_not(None), Sample.has_error.is_(False))
-        query = query.order_by(Sample.reward.asc(), Sample.id.asc())
+        query = query.where(SampleRow.reward.is_not(None), SampleRow.has_error.is_(False))
+        query = query.order_by(SampleRow.reward.asc(), SampleRow.id.asc())
     return list(session.scalars(query.offset(offset).limit(limit)))
 
 
@@ -323,13 +325,13 @@ def reward_histogram(session: Session, evaluation_id: str, *, edges: Sequence[fl
     counts = []
     last = len(edges) - 2
     for index, (low, high) in enumerate(itertools.pairwise(edges)):
-        upper = Sample.reward <= high if index == last else Sample.reward < high
+        upper = SampleRow.reward <= high if index == last else SampleRow.reward < high
         counts.append(
             int(
                 session.scalar(
                     select(func.count())
-                    .select_from(Sample)
-                    .where(*_scored(evaluation_id), Sample.reward >= low, upper)
+                    .select_from(SampleRow)
+                    .where(*_scored(evaluation_id), SampleRow.reward >= low, upper)
                 )
                 or 0
             )
@@ -342,8 +344,8 @@ def count_errored(session: Session, evaluation_id: str) -> int:
     return int(
         session.scalar(
             select(func.count())
-            .select_from(Sample)
-            .where(Sample.evaluation_id == evaluation_id, Sample.has_error.is_(True))
+            .select_from(SampleRow)
+            .where(SampleRow.evaluation_id == evaluation_id, SampleRow.has_error.is_(True))
         )
         or 0
     )
@@ -362,12 +364,12 @@ def example_shapes(
     """
     per_example = (
         select(
-            func.count(Sample.reward).label("n"),
-            func.sum(case((Sample.reward >= threshold, 1), else_=0)).label("c"),
-            func.avg(Sample.reward).label("m"),
+            func.count(SampleRow.reward).label("n"),
+            func.sum(case((SampleRow.reward >= threshold, 1), else_=0)).label("c"),
+            func.avg(SampleRow.reward).label("m"),
         )
-        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
-        .group_by(Sample.example_id)
+        .where(*_scored(evaluation_id), SampleRow.example_id.is_not(None))
+        .group_by(SampleRow.example_id)
         .subquery()
     )
     scaled = (per_example.c.m - low) / width
@@ -396,12 +398,12 @@ def example_ids_after(
     Walks `ix_samples_evaluation_example` from `after` and stops early: the cost follows the
     page size, not the run's size.
     """
-    query = select(Sample.example_id).where(
-        Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None)
+    query = select(SampleRow.example_id).where(
+        SampleRow.evaluation_id == evaluation_id, SampleRow.example_id.is_not(None)
     )
     if after is not None:
-        query = query.where(Sample.example_id > after)
-    ordered = query.distinct().order_by(Sample.example_id).limit(limit)
+        query = query.where(SampleRow.example_id > after)
+    ordered = query.distinct().order_by(SampleRow.example_id).limit(limit)
     return [e for e in session.scalars(ordered) if e is not None]
 
 
@@ -413,10 +415,12 @@ def example_means(
     if not example_ids:
         return []
     rows = session.execute(
-        select(Sample.example_id, Sample.evaluation_id, func.avg(_scored_reward()), func.count())
-        .where(Sample.evaluation_id.in_(evaluation_ids), Sample.example_id.in_(example_ids))
-        .group_by(Sample.example_id, Sample.evaluation_id)
-        .order_by(Sample.example_id)
+        select(
+            SampleRow.example_id, SampleRow.evaluation_id, func.avg(_scored_reward()), func.count()
+        )
+        .where(SampleRow.evaluation_id.in_(evaluation_ids), SampleRow.example_id.in_(example_ids))
+        .group_by(SampleRow.example_id, SampleRow.evaluation_id)
+        .order_by(SampleRow.example_id)
     )
     return [(int(e), str(ev), None if m is None else float(m), int(n)) for e, ev, m, n in rows]
 
@@ -427,9 +431,9 @@ def example_means(
 
 def _scored(evaluation_id: str) -> list[ColumnElement[bool]]:
     return [
-        Sample.evaluation_id == evaluation_id,
-        Sample.reward.is_not(None),
-        Sample.has_error.is_(False),
+        SampleRow.evaluation_id == evaluation_id,
+        SampleRow.reward.is_not(None),
+        SampleRow.has_error.is_(False),
     ]
 
 
@@ -446,12 +450,12 @@ def example_groups(
     per_example = (
         select(
             func.count().label("n"),
-            func.sum(case((Sample.reward >= threshold, 1), else_=0)).label("c"),
-            func.sum(Sample.reward).label("s"),
-            func.sum(Sample.reward * Sample.reward).label("ss"),
+            func.sum(case((SampleRow.reward >= threshold, 1), else_=0)).label("c"),
+            func.sum(SampleRow.reward).label("s"),
+            func.sum(SampleRow.reward * SampleRow.reward).label("ss"),
         )
-        .where(*_scored(evaluation_id), Sample.example_id.is_not(None))
-        .group_by(Sample.example_id)
+        .where(*_scored(evaluation_id), SampleRow.example_id.is_not(None))
+        .group_by(SampleRow.example_id)
         .subquery()
     )
     grouped = session.execute(
@@ -468,14 +472,14 @@ def example_groups(
         (int(n), int(c or 0), int(k), float(s or 0), float(ss or 0), float(cs or 0))
         for n, c, k, s, ss, cs in grouped
     ]
-    passed = case((Sample.reward >= threshold, 1), else_=0)
+    passed = case((SampleRow.reward >= threshold, 1), else_=0)
     singles = session.execute(
         select(
             func.count(),
             func.sum(passed),
-            func.sum(Sample.reward),
-            func.sum(Sample.reward * Sample.reward),
-        ).where(*_scored(evaluation_id), Sample.example_id.is_(None))
+            func.sum(SampleRow.reward),
+            func.sum(SampleRow.reward * SampleRow.reward),
+        ).where(*_scored(evaluation_id), SampleRow.example_id.is_(None))
     ).one()
     count, passes, total, total_sq = singles
     if count:
@@ -492,7 +496,7 @@ def example_groups(
 def _scored_reward() -> ColumnElement[Any]:
     # The reward of a scored sample, NULL for an errored one (which AVG and COUNT skip).
     return case(
-        (and_(Sample.reward.is_not(None), Sample.has_error.is_(False)), Sample.reward),
+        (and_(SampleRow.reward.is_not(None), SampleRow.has_error.is_(False)), SampleRow.reward),
         else_=None,
     )
 
@@ -500,9 +504,9 @@ def _scored_reward() -> ColumnElement[Any]:
 def scored_example_means(session: Session, evaluation_id: str) -> dict[int, float | None]:
     """Mean scored reward of each example; None for one that errored in every rollout."""
     rows = session.execute(
-        select(Sample.example_id, func.avg(_scored_reward()))
-        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
-        .group_by(Sample.example_id)
+        select(SampleRow.example_id, func.avg(_scored_reward()))
+        .where(SampleRow.evaluation_id == evaluation_id, SampleRow.example_id.is_not(None))
+        .group_by(SampleRow.example_id)
     )
     return {int(e): None if m is None else float(m) for e, m in rows}
 
@@ -511,8 +515,8 @@ def errored_examples(session: Session, evaluation_id: str) -> int:
     """How many examples have samples but not one scored (errored in every rollout)."""
     per_example = (
         select(func.count(_scored_reward()).label("scored"))
-        .where(Sample.evaluation_id == evaluation_id, Sample.example_id.is_not(None))
-        .group_by(Sample.example_id)
+        .where(SampleRow.evaluation_id == evaluation_id, SampleRow.example_id.is_not(None))
+        .group_by(SampleRow.example_id)
         .subquery()
     )
     return int(
@@ -527,9 +531,9 @@ def scored_range(session: Session, evaluation_id: str) -> tuple[float | None, fl
     """The lowest and highest scored reward, and whether every scored reward is 0 or 1."""
     low, high, other = session.execute(
         select(
-            func.min(Sample.reward),
-            func.max(Sample.reward),
-            func.sum(case((Sample.reward.in_((0.0, 1.0)), 0), else_=1)),
+            func.min(SampleRow.reward),
+            func.max(SampleRow.reward),
+            func.sum(case((SampleRow.reward.in_((0.0, 1.0)), 0), else_=1)),
         ).where(*_scored(evaluation_id))
     ).one()
     return (
@@ -541,13 +545,13 @@ def scored_range(session: Session, evaluation_id: str) -> tuple[float | None, fl
 
 def shared_example(session: Session, first_id: str, second_id: str) -> bool:
     """Whether two evaluations hold samples of at least one same example id."""
-    other = select(Sample.example_id).where(
-        Sample.evaluation_id == second_id, Sample.example_id.is_not(None)
+    other = select(SampleRow.example_id).where(
+        SampleRow.evaluation_id == second_id, SampleRow.example_id.is_not(None)
     )
     return (
         session.scalar(
-            select(Sample.example_id)
-            .where(Sample.evaluation_id == first_id, Sample.example_id.in_(other))
+            select(SampleRow.example_id)
+            .where(SampleRow.evaluation_id == first_id, SampleRow.example_id.in_(other))
             .limit(1)
         )
         is not None
@@ -612,12 +616,12 @@ def example_counts(
     ids = sorted(set(example_ids))
     for start in range(0, len(ids), 500):
         rows = session.execute(
-            select(Sample.example_id, func.count())
+            select(SampleRow.example_id, func.count())
             .where(
-                Sample.evaluation_id == evaluation_id,
-                Sample.example_id.in_(ids[start : start + 500]),
+                SampleRow.evaluation_id == evaluation_id,
+                SampleRow.example_id.in_(ids[start : start + 500]),
             )
-            .group_by(Sample.example_id)
+            .group_by(SampleRow.example_id)
         )
         counts.update({int(example): int(count) for example, count in rows if example is not None})
     return counts

@@ -32,7 +32,7 @@ from proctor.contract import (
 )
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
-from proctor.server.db.models import Evaluation, Sample
+from proctor.server.db.models import Evaluation, SampleRow
 from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
 from proctor.server.environments import service as environment_service
@@ -440,7 +440,7 @@ def complete_pending_statistics(db: Database) -> int:
 
 def get_sample(
     session: Session, principal: Principal, evaluation_id: str, sample_id: str
-) -> tuple[Evaluation, Sample]:
+) -> tuple[Evaluation, SampleRow]:
     """The evaluation and one of its samples, if the principal may read them.
 
     Raises:
@@ -464,7 +464,7 @@ def list_sample_rows(
     order: repository.SampleOrder = "seq",
     errored: bool | None = None,
     example_id: int | None = None,
-) -> list[Sample]:
+) -> list[SampleRow]:
     """A filtered, ordered slice of the samples of an evaluation already checked visible."""
     return repository.sample_rows(
         session,

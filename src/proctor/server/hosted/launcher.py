@@ -38,17 +38,17 @@ from sqlalchemy.orm import Session
 
 from proctor.contract import CLOSED_STATUSES, EVENT_OF_STATUS, OPEN_STATUSES, Event, Status
 from proctor.errors import ConfigError, ProctorError
-from proctor.hosted.command import (
+from proctor.models.config import DEFAULT_BASE_URL
+from proctor.sandboxes.command import (
     HostedEvalConfig,
     build_command,
     sandbox_config,
     secret_environment,
     wire_field,
 )
-from proctor.hosted.confine import MEMORY_LIMIT
-from proctor.hosted.packages import install_prefix
-from proctor.hosted.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
-from proctor.models.config import DEFAULT_BASE_URL
+from proctor.sandboxes.confine import MEMORY_LIMIT
+from proctor.sandboxes.packages import install_prefix
+from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from proctor.hosted.command import HostedEvalConfig
+from proctor.sandboxes.command import HostedEvalConfig
 from proctor.server.boundary import NoNul
 from proctor.server.environments.schemas import NAME_PATTERN
 

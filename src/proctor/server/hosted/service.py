@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 from proctor.contract import TERMINAL_STATUSES, Event
 from proctor.errors import ConfigError
 from proctor.eval.config import default_run_name
-from proctor.hosted.backends import create_backend
-from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
+from proctor.sandboxes.backends import create_backend
+from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import HostedEvaluation

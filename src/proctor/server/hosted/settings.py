@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from proctor.hosted.backends import backend_types, create_backend
-from proctor.hosted.command import DEFAULT_COMMAND
-from proctor.hosted.confine import DEFAULT_UIDS, uid_range
-from proctor.hosted.local import Isolation
-from proctor.hosted.sandbox import BackendName, SandboxBackend
+from proctor.sandboxes.backends import backend_types, create_backend
+from proctor.sandboxes.command import DEFAULT_COMMAND
+from proctor.sandboxes.confine import DEFAULT_UIDS, uid_range
+from proctor.sandboxes.local import Isolation
+from proctor.sandboxes.sandbox import BackendName, SandboxBackend
 from proctor.server.settings import invalid_setting
 
 

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode
 from jinja2 import Environment
 from starlette.datastructures import URL
 
-from proctor.server.web.stats import histogram_svg
+from proctor.server.web.histograms import histogram_svg
 
 NONE = "\u2013"  # an en dash stands for a missing value
 

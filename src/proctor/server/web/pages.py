@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, PlainSerializer, PlainVal
 from proctor.contract import Status
 from proctor.server.evaluations.schemas import EvaluationRecord, EvaluationStats, PairedComparison
 from proctor.server.traces.schemas import TraceSummary
-from proctor.server.web.stats import Bucket, ExampleSummary
+from proctor.server.web.histograms import Bucket, ExampleSummary
 
 
 def _safe_html(value: Any) -> Markup:
@@ -104,7 +104,7 @@ class _StoredSample(_Model):
     has_error: bool
 
 
-class SampleRow(_StoredSample):
+class SampleListRow(_StoredSample):
     """One row of a samples table."""
 
     error: str | None
@@ -116,7 +116,7 @@ class SampleRow(_StoredSample):
 class SamplesTable(_Model):
     """One page of an evaluation's samples, with the query that chose them."""
 
-    samples: list[SampleRow]
+    samples: list[SampleListRow]
     page: int
     limit: int
     sort: str

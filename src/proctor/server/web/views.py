@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from proctor.contract import TERMINAL_STATUSES, Status
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import as_utc, iso_utc, utcnow
-from proctor.server.db.models import Evaluation, Sample
+from proctor.server.db.models import Evaluation, SampleRow
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations import stats as evaluation_stats
@@ -30,7 +30,7 @@ from proctor.server.evaluations.schemas import EvaluationStats
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
 from proctor.server.traces.schemas import TraceSummary
-from proctor.server.web import markdown, stats, transcript
+from proctor.server.web import histograms, markdown, transcript
 from proctor.server.web.pages import (
     EvaluationHeader,
     EvaluationListPage,
@@ -42,8 +42,8 @@ from proctor.server.web.pages import (
     MetricRow,
     Progress,
     SampleDetail,
+    SampleListRow,
     SamplePage,
-    SampleRow,
     SamplesPage,
     SamplesTable,
     SampleTrace,
@@ -174,7 +174,7 @@ def _header(evaluation: Evaluation, public_url: str) -> EvaluationHeader:
     )
 
 
-def _sample_data(sample: Sample) -> dict[str, Any]:
+def _sample_data(sample: SampleRow) -> dict[str, Any]:
     # Samples are stored as sent; anything but a JSON object shows as an empty one.
     try:
         data = json.loads(sample.data)
@@ -183,7 +183,7 @@ def _sample_data(sample: Sample) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _stored(sample: Sample) -> dict[str, Any]:
+def _stored(sample: SampleRow) -> dict[str, Any]:
     """The sample's own columns (`pages._StoredSample`'s fields)."""
     return {
         "seq": sample.seq,
@@ -196,9 +196,9 @@ def _stored(sample: Sample) -> dict[str, Any]:
     }
 
 
-def _sample_row(sample: Sample) -> SampleRow:
+def _sample_row(sample: SampleRow) -> SampleListRow:
     data = _sample_data(sample)
-    return SampleRow(
+    return SampleListRow(
         **_stored(sample),
         error=transcript.error_message(data.get("error")),
         num_turns=data.get("num_turns"),
@@ -267,7 +267,7 @@ def evaluation_page(
     evaluation = service.get_visible(session, principal, evaluation_id)
     summary = evaluation_stats.evaluation_stats(session, evaluation, threshold=pass_threshold)
     threshold = summary["pass_threshold"]
-    figures = stats.evaluation_stats(session, evaluation, threshold=threshold)
+    figures = histograms.evaluation_stats(session, evaluation, threshold=threshold)
     logs = _hosted_logs(session, principal, evaluation, app)
     header = _header(evaluation, public_url)
     return EvaluationPage(
@@ -366,7 +366,7 @@ def _message(message: dict[str, Any]) -> Message:
     )
 
 
-def sample_detail(sample: Sample) -> SampleDetail:
+def sample_detail(sample: SampleRow) -> SampleDetail:
     """A sample as the sample page and a side-by-side column show it."""
     data = _sample_data(sample)
     return SampleDetail(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 BackendName = str
-"""A registered backend's `type` (`proctor.hosted.backends.backend_types()`)."""
+"""A registered backend's `type` (`proctor.sandboxes.backends.backend_types()`)."""
 
 TRUNCATION_MARKER = "[... earlier output cut: showing the last {n} bytes ...]\n"
 """The line put in front of a log that was cut to its tail."""
@@ -39,7 +39,7 @@ class SandboxSpec:
     """The URLs a confined sandbox may reach: the platform, the model, the judge."""
     package: dict[str, Any] | None = None
     """A published environment a confined sandbox's packages are built from, outside it
-    (`proctor.hosted.packages.prepare`'s arguments)."""
+    (`proctor.sandboxes.packages.prepare`'s arguments)."""
     hidden: tuple[Path, ...] = ()
     """Paths a confined sandbox never sees, even inside its runtime (the data dir)."""
 
@@ -59,14 +59,14 @@ class SandboxHandle:
 
     def token(self) -> str:
         """The handle as one short string to store with the evaluation (its backend's format)."""
-        from proctor.hosted.backends import handle_token
+        from proctor.sandboxes.backends import handle_token
 
         return handle_token(self)
 
     @classmethod
     def from_token(cls, backend: BackendName, token: str, *, log_path: str | None) -> SandboxHandle:
         """Rebuild a handle stored by `token`."""
-        from proctor.hosted.backends import handle_from_token
+        from proctor.sandboxes.backends import handle_from_token
 
         return handle_from_token(backend, token, log_path=log_path)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.server.web.stats import HISTOGRAM_BUCKETS
+from proctor.server.web.histograms import HISTOGRAM_BUCKETS
 from tests.web.conftest import Web, tool_sample
 
 

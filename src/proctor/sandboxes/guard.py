@@ -1,4 +1,4 @@
-"""A sandbox command that dies whole: `python -m proctor.hosted.guard COMMAND`.
+"""A sandbox command that dies whole: `python -m proctor.sandboxes.guard COMMAND`.
 
 The Ray backend runs every sandbox under this guard. Ray's job supervisor (Ray 2.x,
 `dashboard/modules/job/job_supervisor.py`) starts the entrypoint with `Popen(entrypoint,
@@ -25,12 +25,12 @@ and calling the model in both cases. The guard closes both holes:
   of the entrypoint's group nor its snapshot of the entrypoint's children kills it first.
 
 When the job's metadata carries a confinement policy (the launcher's default), the guard
-runs the command through `proctor.hosted.confine` on the node: the same confinement as the
+runs the command through `proctor.sandboxes.confine` on the node: the same confinement as the
 local backend's (its own uid, root, network and cgroup), refused there in one sentence when
 the node cannot confine.
 
 The guard also moves the sandbox's environment out of the job's metadata (see
-`proctor.hosted.ray_jobs`): Ray hands the metadata to the entrypoint only through its
+`proctor.sandboxes.ray_jobs`): Ray hands the metadata to the entrypoint only through its
 environment (`RAY_JOB_CONFIG_JSON_ENV_VAR`), where `runtime_env.env_vars` would also stand
 on the command line of Ray's `setup_worker.py` on the node.
 """
@@ -54,7 +54,7 @@ ENV_METADATA_KEY = "proctor_env"
 """The job-metadata entry that holds the sandbox's environment (a JSON object)."""
 CONFINE_METADATA_KEY = "proctor_confine"
 """The job-metadata entry that holds the sandbox's confinement policy, applied on the node
-(`proctor.hosted.confine.Policy` as JSON, less the command and the environment)."""
+(`proctor.sandboxes.confine.Policy` as JSON, less the command and the environment)."""
 
 _DONE = b"done"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -108,7 +108,7 @@ def confined_command(
     with os.fdopen(fd, "w") as f:
         json.dump({k: v for k, v in env.items() if k != RAY_JOB_CONFIG}, f)
     full = {**policy, "command": command, "env_file": path, "workdir": None}
-    argv = [sys.executable, "-m", "proctor.hosted.confine", json.dumps(full)]
+    argv = [sys.executable, "-m", "proctor.sandboxes.confine", json.dumps(full)]
     return argv, {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")}
 
 
@@ -201,7 +201,7 @@ def run(command: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m proctor.hosted.guard COMMAND", file=sys.stderr)
+        print("usage: python -m proctor.sandboxes.guard COMMAND", file=sys.stderr)
         return 2
     return run(args[0])
 

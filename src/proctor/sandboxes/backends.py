@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from proctor.errors import ConfigError
 
 if TYPE_CHECKING:
-    from proctor.hosted.sandbox import SandboxBackend, SandboxHandle
+    from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle
 
 _MODULES = {
-    "local": "proctor.hosted.local",
-    "ray": "proctor.hosted.ray_jobs",
+    "local": "proctor.sandboxes.local",
+    "ray": "proctor.sandboxes.ray_jobs",
 }
 
 

@@ -1,12 +1,12 @@
 """The network of a confined sandbox: its only way out is a relay to the endpoints it was given.
 
 A confined sandbox has a network namespace of its own, holding only a loopback device. The
-confinement (`proctor.hosted.confine`) gives it one Unix socket per allowed endpoint (the
+confinement (`proctor.sandboxes.confine`) gives it one Unix socket per allowed endpoint (the
 platform URL, the model and judge URLs), each answered outside by `serve_outside`, which
 connects to that one host and port and nothing else: what the sandbox sends there is
 relayed byte for byte (TLS included, so certificates are still checked against the name).
 
-Inside, `python -m proctor.hosted.relay inside` runs first, as root of the sandbox's
+Inside, `python -m proctor.sandboxes.relay inside` runs first, as root of the sandbox's
 namespaces only: it binds a loopback listener where each endpoint's URL points (the same
 address for a loopback URL; a 127.0.0.x alias that the sandbox's `/etc/hosts` gives the
 name for any other host), drops to the sandbox's uid for good, and then runs the command,
@@ -251,7 +251,7 @@ def inside(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m proctor.hosted.relay inside")
+    parser = argparse.ArgumentParser(prog="python -m proctor.sandboxes.relay inside")
     parser.add_argument("mode", choices=["inside"])
     parser.add_argument("--env-file", required=True)
     parser.add_argument("--uid", type=int, required=True)

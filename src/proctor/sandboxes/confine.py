@@ -1,4 +1,4 @@
-"""Confinement of a hosted sandbox: `python -m proctor.hosted.confine POLICY_JSON`.
+"""Confinement of a hosted sandbox: `python -m proctor.sandboxes.confine POLICY_JSON`.
 
 A hosted run executes code that anyone holding a key pushed. Every backend (the local one,
 and the guard on a Ray node) starts its command through this module, as root, which:
@@ -8,11 +8,11 @@ and the guard on a Ray node) starts its command through this module, as root, wh
 2. takes a uid of its own from the configured range (`PROCTOR_HOSTED_UIDS`: never 0,
    never the server's), held by a file lock for the sandbox's life, and hands it the work
    dir (0700);
-3. builds a published environment's venv outside the sandbox (`proctor.hosted.packages`),
+3. builds a published environment's venv outside the sandbox (`proctor.sandboxes.packages`),
    once per content hash, for the sandbox to use read-only;
 4. makes a cgroup (v2 where it has the controllers, else v1) capping memory (tmpfs and
    `/dev/shm` included, no swap), processes and CPU;
-5. starts a relay (`proctor.hosted.relay`) with one socket per allowed endpoint;
+5. starts a relay (`proctor.sandboxes.relay`) with one socket per allowed endpoint;
 6. runs bubblewrap with a fresh root: the runtime read-only (system libraries, the
    interpreter, proctor's own installed package, wherever it lives, `/tmp` included), the
    venv read-only, the work dir, a private `/proc`, capped `/tmp` and `/dev/shm`; its own
@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from proctor.hosted.relay import Endpoint, OutsideRelay, endpoints, hosts_file
+from proctor.sandboxes.relay import Endpoint, OutsideRelay, endpoints, hosts_file
 
 CANNOT_CONFINE = 126
 """Exit code of a sandbox refused because the host cannot confine it."""
@@ -116,7 +116,7 @@ class Policy(BaseModel):
     endpoints: list[str] = Field(default_factory=list)
     """The URLs it may reach (the platform, the model, the judge)."""
     package: dict[str, Any] | None = None
-    """A published environment to install first (`proctor.hosted.packages.prepare`'s
+    """A published environment to install first (`proctor.sandboxes.packages.prepare`'s
     arguments: wheel, sha256, venvs, cache, index_url, ref)."""
     readonly: list[str] = Field(default_factory=list)
     """More paths it sees read-only."""
@@ -541,7 +541,7 @@ def build_root(
 
 
 _RELAY_MAIN = (
-    "import sys; sys.path.append({root!r}); from proctor.hosted.relay import main; "
+    "import sys; sys.path.append({root!r}); from proctor.sandboxes.relay import main; "
     "sys.exit(main(sys.argv[1:]))"
 )
 
@@ -614,7 +614,7 @@ def _prepare(
     hand_over(workdir, uid, uids)
     package_dir = None
     if policy.package:
-        from proctor.hosted.packages import prepare
+        from proctor.sandboxes.packages import prepare
 
         package = policy.package
         package_dir = prepare(
@@ -733,7 +733,7 @@ def _run(
 
 def command_line(policy: Policy) -> str:
     """The shell command that runs `policy` confined (what a backend starts)."""
-    return f"exec {shlex.quote(sys.executable)} -m proctor.hosted.confine " + shlex.quote(
+    return f"exec {shlex.quote(sys.executable)} -m proctor.sandboxes.confine " + shlex.quote(
         policy.model_dump_json()
     )
 
@@ -741,7 +741,7 @@ def command_line(policy: Policy) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m proctor.hosted.confine POLICY_JSON", file=sys.stderr)
+        print("usage: python -m proctor.sandboxes.confine POLICY_JSON", file=sys.stderr)
         return 2
     return run(Policy.model_validate(json.loads(args[0])))
 

@@ -1,7 +1,7 @@
 """The `ray` sandbox backend: each sandbox is a Ray job submitted through the job API.
 
 The entrypoint runs the same shell command the local backend runs, under
-`proctor.hosted.guard`, so that stopping the job or killing its entrypoint ends the whole
+`proctor.sandboxes.guard`, so that stopping the job or killing its entrypoint ends the whole
 process tree (Ray alone leaves orphans running: see the guard's docstring). The sandbox's
 environment (secrets included) travels in the job's metadata, which Ray hands the
 entrypoint only through its environment; the guard moves it into the command's. Not in
@@ -27,10 +27,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from proctor.errors import ConfigError, SandboxError
-from proctor.hosted.confine import DEFAULT_UIDS, Limits, Policy, limits_from_settings
-from proctor.hosted.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY
-from proctor.hosted.local import Isolation
-from proctor.hosted.sandbox import (
+from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy, limits_from_settings
+from proctor.sandboxes.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY
+from proctor.sandboxes.local import Isolation
+from proctor.sandboxes.sandbox import (
     BackendName,
     SandboxHandle,
     SandboxSpec,
@@ -111,7 +111,7 @@ class RaySandbox:
         stop_grace_seconds: time the guard gives the command between the stop signal and
             SIGKILL (fixed when the job starts: Ray's stop takes no grace of its own).
         isolation: `"bwrap"` has the guard confine each sandbox on its node
-            (`proctor.hosted.confine`); `"none"` runs it as the Ray worker's user.
+            (`proctor.sandboxes.confine`); `"none"` runs it as the Ray worker's user.
         uids: the uid range confined sandboxes take their uid from.
         limits: each confined sandbox's caps.
     """
@@ -150,7 +150,7 @@ class RaySandbox:
         submission_id = f"proctor-{spec.evaluation_id}-{uuid.uuid4().hex[:8]}"
         env = {**spec.env, "EVALUATION_ID": spec.evaluation_id}
         # exec: the guard is the process Ray started, the one its stop and a kill reach.
-        guard = f"{shlex.quote(sys.executable)} -m proctor.hosted.guard"
+        guard = f"{shlex.quote(sys.executable)} -m proctor.sandboxes.guard"
         wait = math.ceil(self.stop_grace_seconds) + 1
         metadata = {
             "evaluation_id": spec.evaluation_id,

@@ -1,7 +1,7 @@
 """The `local` sandbox backend: one subprocess per evaluation, in its own process group.
 
 The command runs under `/bin/sh` in a working directory under the data dir, with stdout and
-stderr captured to a log file. By default it runs confined (`proctor.hosted.confine`: its
+stderr captured to a log file. By default it runs confined (`proctor.sandboxes.confine`: its
 own uid, root, network, cgroup); `isolation = "none"` runs it as the server's own user,
 which only a single-user server may do (the launcher checks). A small shell wrapper
 writes the command's exit code to a file, so a launcher that restarted (and so is no
@@ -27,7 +27,7 @@ import psutil
 from pydantic import BaseModel
 
 from proctor.errors import SandboxError
-from proctor.hosted.confine import (
+from proctor.sandboxes.confine import (
     DEFAULT_UIDS,
     Limits,
     Policy,
@@ -36,7 +36,7 @@ from proctor.hosted.confine import (
     limits_from_settings,
     refusal,
 )
-from proctor.hosted.sandbox import (
+from proctor.sandboxes.sandbox import (
     BackendName,
     SandboxHandle,
     SandboxSpec,
@@ -57,7 +57,7 @@ class Config(BaseModel):
     type: Literal["local"] = "local"
     """The backend's name."""
     isolation: Isolation = "bwrap"
-    """`bwrap` confines each sandbox (`proctor.hosted.confine`); `none` runs it directly."""
+    """`bwrap` confines each sandbox (`proctor.sandboxes.confine`); `none` runs it directly."""
     uids: str = DEFAULT_UIDS
     """The uid range confined sandboxes take their own uid from."""
     limits: Limits = Limits()
@@ -125,7 +125,7 @@ class LocalSandbox:
     """Runs sandboxes as local process groups.
 
     Args:
-        isolation: `"bwrap"` confines each sandbox (`proctor.hosted.confine`); `"none"`
+        isolation: `"bwrap"` confines each sandbox (`proctor.sandboxes.confine`); `"none"`
             runs it directly, as the server's user.
         uids: the uid range confined sandboxes take their uid from.
         limits: each confined sandbox's caps.

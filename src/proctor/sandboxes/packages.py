@@ -1,7 +1,7 @@
 """A published environment package's own directory of installed packages, per content hash.
 
 The launcher prefixes a hosted run of a pushed environment with
-`python -m proctor.hosted.packages --wheel W --sha256 H --venvs DIR -- <proctor args>`.
+`python -m proctor.sandboxes.packages --wheel W --sha256 H --venvs DIR -- <proctor args>`.
 `prepare` checks the stored wheel against its published SHA-256 and pip-installs it (its
 dependencies from the configured package index, wheels only: no build runs) into
 `DIR/<sha256>`, cached there for later runs (or per sandbox with `--no-cache`), behind a
@@ -9,7 +9,7 @@ file lock, and marked ready only once pip has succeeded. Then `main` runs `proct
 in this interpreter with that directory added *after* proctor's own packages on
 `sys.path`: a package pinning other versions of proctor's dependencies never shadows them.
 
-A confined sandbox (`proctor.hosted.confine`) gets the directory built outside, by the
+A confined sandbox (`proctor.sandboxes.confine`) gets the directory built outside, by the
 confinement as root (with the server's own pip: nothing of the package runs there), and
 sees it read-only; the prefix inside then only finds it ready.
 """
@@ -45,7 +45,7 @@ def install_prefix(
     words = [
         sys.executable,
         "-m",
-        "proctor.hosted.packages",
+        "proctor.sandboxes.packages",
         "--wheel",
         package["wheel"],
         "--sha256",
@@ -198,7 +198,7 @@ def run_proctor(site_dir: Path, args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Install (unless built already), then run `proctor <args>` with the package."""
-    parser = argparse.ArgumentParser(prog="python -m proctor.hosted.packages")
+    parser = argparse.ArgumentParser(prog="python -m proctor.sandboxes.packages")
     parser.add_argument("--wheel", required=True, type=Path)
     parser.add_argument("--sha256", required=True)
     parser.add_argument("--venvs", required=True, type=Path)
