@@ -156,7 +156,8 @@ def _pgid(pid: int) -> int | None:
 
 def test_a_killed_wrapper_takes_its_whole_process_tree_with_it(tmp_path: Path) -> None:
     # Unconfined, so the grandchild's pid is the host's (a confined one has its own pid
-    # namespace, which dies with the sandbox's bubblewrap: see tests/hosted/test_confine.py).
+    # namespace, which dies with the sandbox's bubblewrap: see
+    # tests/server/hosted/test_confinement.py).
     backend = LocalSandbox(isolation="none")
     pid_file = tmp_path / "child.pid"
     # The "eval": a grandchild that would keep running (and calling the model) on its own.

@@ -22,7 +22,7 @@ from proctor.server.auth import service as auth
 from proctor.server.db.session import Database
 from proctor.server.hosted.launcher import Launcher
 from proctor.server.hosted.settings import LauncherSettings
-from tests.hosted.test_launcher import _create, _record, _settings, _tick_until
+from tests.server.hosted.test_launcher import _create, _record, _settings, _tick_until
 
 
 def _confinable() -> None:
