@@ -83,3 +83,24 @@ def test_the_async_loop_is_the_same_loop() -> None:
 
     result = asyncio.run(policy.acall(attempt, on_retry=lambda e, wait: seen.append(str(e))))
     assert result == "ok" and seen == ["attempt 1", "attempt 2"]
+
+
+class Aborted(Exception):
+    pass
+
+
+def test_a_sleep_that_raises_ends_the_loop_with_its_error() -> None:
+    # The runs SDK's uploader waits with an abortable sleep: an abort during a retry's wait
+    # ends the loop at once, instead of the next attempt.
+    policy = RetryPolicy(retry_if=lambda e: True, max_retries=None, base_delay=0.001)
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 3:
+            raise Aborted
+
+    flaky = Flaky(1000)
+    with pytest.raises(Aborted):
+        policy.call(flaky, sleep=sleep)
+    assert flaky.calls == 3 and len(waits) == 3

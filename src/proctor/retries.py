@@ -192,8 +192,11 @@ class RetryPolicy:
         wrap: Callable[[BaseException, int], BaseException] | None = None,
         deadline: float | None = None,
         on_retry: Callable[[BaseException, float], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> T:
-        """`acall` for a blocking `attempt` (the runs SDK's platform calls)."""
+        """`acall` for a blocking `attempt` (the runs SDK's platform calls). `sleep` waits
+        between attempts; one that raises ends the loop with its error (the uploader's
+        wait, which its abort cuts short)."""
         try:
             return attempt()
         except Exception as first:
@@ -202,12 +205,12 @@ class RetryPolicy:
                 if wrap is None:
                     raise
                 raise wrap(first, 1) from first
-            time.sleep(wait)
+            sleep(wait)
         from tenacity import Retrying
 
         attempts = 1
         try:
-            for try_ in Retrying(sleep=time.sleep, **self._tenacity_args(deadline, on_retry)):
+            for try_ in Retrying(sleep=sleep, **self._tenacity_args(deadline, on_retry)):
                 with try_:
                     attempts += 1
                     return attempt()

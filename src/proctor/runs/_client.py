@@ -34,7 +34,7 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, PlatformUnreachable | RetryableAPIError)
 
 
-def _policy(
+def retry_policy(
     *, retry_if: Any = is_transient, cap: float, attempts: int | None, what: str
 ) -> RetryPolicy:
     """The platform calls' retries: from 0.25 s, doubling up to `cap`; `Retry-After` up to a
@@ -52,7 +52,7 @@ def _policy(
 def backoff_delay(attempt: int, exc: BaseException | None, *, cap: float = 5.0) -> float:
     """Seconds before attempt `attempt + 1` of a loop that waits its own way (the uploader's,
     which an abort cuts short): the shared policy's backoff and `Retry-After`."""
-    return _policy(cap=cap, attempts=None, what="").delay(attempt, exc)
+    return retry_policy(cap=cap, attempts=None, what="").delay(attempt, exc)
 
 
 def _error_text(response: httpx.Response) -> tuple[str | None, str]:
@@ -208,7 +208,9 @@ class PlatformClient:
                 return not exc.connected
             return isinstance(exc, RetryableAPIError) and exc.status_code == 429
 
-        policy = _policy(retry_if=should_retry, cap=2.0, attempts=attempts, what=f"{method} {path}")
+        policy = retry_policy(
+            retry_if=should_retry, cap=2.0, attempts=attempts, what=f"{method} {path}"
+        )
         return policy.call(lambda: self.request(method, path, json_body=json_body))
 
     def call_until(
@@ -238,7 +240,7 @@ class PlatformClient:
                 warned = True
                 log.warning("%s %s failed, retrying: %s", method, path, error)
 
-        policy = _policy(cap=retry_cap, attempts=None, what=f"{method} {path}")
+        policy = retry_policy(cap=retry_cap, attempts=None, what=f"{method} {path}")
         return policy.call(
             lambda: self.request(
                 method, path, json_body=json_body, content=content, headers=headers

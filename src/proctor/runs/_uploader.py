@@ -33,7 +33,7 @@ from typing import Any, Literal
 from proctor.contract import MAX_REQUEST_BYTES
 from proctor.errors import APIError, PlatformError
 from proctor.projection import record_to_line
-from proctor.runs._client import PlatformClient, backoff_delay, is_transient
+from proctor.runs._client import PlatformClient, backoff_delay, retry_policy
 from proctor.runs._spool import Spool
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,10 @@ class RunCounters:
     """The most recent upload error, if any."""
 
 
+class _Aborted(Exception):
+    """The run was aborted while an upload waited to retry."""
+
+
 class _Stop(Exception):
     """The sender is done (closed, aborted, or refused for good)."""
 
@@ -104,6 +108,9 @@ class Uploader:
         self.spool = spool
         self._on_record = on_record
         self.options = options or UploaderOptions()
+        self._send_policy = retry_policy(
+            cap=self.options.retry_cap, attempts=None, what="POST samples"
+        )
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.queue_size)
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()  # the summary, when the producer spools too
@@ -355,31 +362,42 @@ class Uploader:
     def _post(self, chunk: bytes, count: int) -> Outcome:
         # Lines are JSON without raw newlines, so newline -> comma makes the array body.
         body = _ENVELOPE[0] + chunk[:-1].replace(b"\n", b",") + _ENVELOPE[1]
-        attempt = 0
-        while True:
-            try:
-                assert self._evaluation_id is not None
-                self._client.post_samples(self._evaluation_id, body)
-                if attempt:
-                    log.info("sample uploads resumed after %d failed attempts", attempt)
-                return "sent"
-            except PlatformError as e:
-                if is_transient(e):
-                    attempt += 1
-                    self._note_error(str(e))
-                    if attempt == 1:
-                        log.warning("sample upload failed, retrying until it succeeds: %s", e)
-                    delay = backoff_delay(attempt, e, cap=self.options.retry_cap)
-                    if self._abort.wait(delay):
-                        return "aborted"
-                    continue
-                self._note_error(str(e))
-                if isinstance(e, APIError) and e.status_code in _REJECTED_STATUSES:
-                    log.warning("the platform refused %d sample(s): %s", count, e)
-                    return "rejected"
-                log.error("sample uploads stopped; the spool keeps the rest: %s", e)
-                self.fatal = e
-                return "fatal"
+        evaluation_id = self._evaluation_id
+        assert evaluation_id is not None
+        failures = 0
+
+        def on_retry(error: BaseException, wait: float) -> None:
+            nonlocal failures
+            failures += 1
+            self._note_error(str(error))
+            if failures == 1:
+                log.warning("sample upload failed, retrying until it succeeds: %s", error)
+
+        try:
+            # Transient failures are retried without limit (the spool holds the batch); an
+            # abort cuts the wait short.
+            self._send_policy.call(
+                lambda: self._client.post_samples(evaluation_id, body),
+                on_retry=on_retry,
+                sleep=self._sleep_unless_aborted,
+            )
+        except _Aborted:
+            return "aborted"
+        except PlatformError as e:
+            self._note_error(str(e))
+            if isinstance(e, APIError) and e.status_code in _REJECTED_STATUSES:
+                log.warning("the platform refused %d sample(s): %s", count, e)
+                return "rejected"
+            log.error("sample uploads stopped; the spool keeps the rest: %s", e)
+            self.fatal = e
+            return "fatal"
+        if failures:
+            log.info("sample uploads resumed after %d failed attempts", failures)
+        return "sent"
+
+    def _sleep_unless_aborted(self, seconds: float) -> None:
+        if self._abort.wait(seconds):
+            raise _Aborted
 
     def _note_error(self, message: str) -> None:
         self.errors += 1
