@@ -74,8 +74,13 @@ class NothingToResume(RunDirError):
 class HTTPConnectionError(ProctorError):
     """A model call got no whole answer: the connection failed or the answer was broken.
 
-    The chat client retries it (`--client.max-retries`); the message names the cause.
+    The chat client retries it (`--client.max-retries`); the message names the cause, and
+    its fix when `names_fix` (a proxy, a certificate, a scheme), so a caller adds none.
     """
+
+    def __init__(self, message: str, *, names_fix: bool = False) -> None:
+        super().__init__(message)
+        self.names_fix = names_fix
 
 
 class HTTPTimeoutError(HTTPConnectionError):
@@ -83,7 +88,7 @@ class HTTPTimeoutError(HTTPConnectionError):
     (`--client.connect-timeout`), else no whole answer within `--client.timeout`."""
 
     def __init__(self, message: str, *, connect: bool) -> None:
-        super().__init__(message)
+        super().__init__(message, names_fix=False)
         self.connect = connect
 
 

@@ -20,6 +20,40 @@ _ca_bundle: str | None = None
 TRUST_FIX = "trust its CA with --client.ca-bundle PATH or SSL_CERT_FILE=PATH"
 """How a user fixes a server certificate proctor refused (named in the error messages)."""
 
+_PLAIN_HTTP_REASONS = frozenset({"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "PACKET_LENGTH_TOO_LONG"})
+"""OpenSSL's reasons when the bytes that came back were not a TLS record (an HTTP answer)."""
+
+
+def ssl_error_in(error: BaseException) -> ssl.SSLError | None:
+    """The `ssl.SSLError` behind a client library's connection error (aiohttp keeps it as
+    `os_error`, httpx as the cause), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        inner = getattr(current, "os_error", None)
+        if isinstance(inner, ssl.SSLError):
+            return inner
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def tls_fix(error: BaseException, origin: str) -> str | None:
+    """One sentence naming the cause and the fix of a failed TLS handshake with `origin`
+    (`https://host:port`): a plain-HTTP server, or a certificate not trusted; else None."""
+    found = ssl_error_in(error)
+    if found is None:
+        return None
+    if getattr(found, "reason", None) in _PLAIN_HTTP_REASONS:
+        plain = "http" + origin.removeprefix("https")
+        return f"{origin} answered in plain HTTP, not TLS; use {plain} instead"
+    if isinstance(found, ssl.SSLCertVerificationError):
+        cause = found.verify_message or str(found)
+        return f"the certificate of {origin} is not trusted ({cause}); {TRUST_FIX}"
+    return None
+
 
 def use_ca_bundle(path: str | None) -> None:
     """Trust the CA certificates in the PEM file `path` too, for every client of this process

@@ -3,7 +3,8 @@
 - a forward proxy (Debian's `tinyproxy`): `HTTPS_PROXY` / `HTTP_PROXY` are followed, and
   `NO_PROXY` excludes a host; a dead proxy is named as the cause;
 - https to a server whose CA is private: trusted through `--client.ca-bundle` and through
-  `SSL_CERT_FILE`, refused without, with a sentence naming both;
+  `SSL_CERT_FILE`, refused without, with a sentence naming both; https to a plain-http
+  server is told to use http://;
 - a name resolving to a black-holed address first and a live one second (happy eyeballs);
 - a server (or a firewall) that stops answering connections left idle (keep-alive expiry);
 - a connect timeout shorter than the request timeout;
@@ -201,6 +202,22 @@ def test_a_private_ca_is_trusted_through_the_flag_or_ssl_cert_file_and_refused_w
     assert f"cannot reach the model at {tls_model}: the certificate of" in output
     assert "is not trusted" in output and "--client.ca-bundle" in output
     assert "SSL_CERT_FILE" in output and "Traceback" not in output
+
+
+def test_https_to_a_plain_http_endpoint_names_the_scheme_not_a_ca(tmp_path: Path) -> None:
+    port = free_port()
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    proc = ManagedProcess(cmd, tmp_path / "http.log", cwd=tmp_path).start()
+    try:
+        wait_port(port, proc)
+        code, output = eval_cli(f"https://127.0.0.1:{port}/v1", tmp_path, env=clean_env())
+    finally:
+        proc.stop()
+    assert code == 1, output
+    assert f"answered in plain HTTP, not TLS; use http://127.0.0.1:{port} in the base URL" in (
+        output
+    )
+    assert "ca-bundle" not in output and "start it" not in output and "Traceback" not in output
 
 
 # --- addresses, idle connections, timeouts, redirects -------------------------------------

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
+
 import httpx
 import pytest
 
-from proctor.errors import APIError
+from proctor.errors import APIError, PlatformUnreachable
 from proctor.runs import PlatformClient
 
 
@@ -38,3 +41,19 @@ def test_requests_go_through_the_given_client_with_the_key() -> None:
     client.close()
     assert not http.is_closed  # the caller's client stays open
     http.close()
+
+
+def test_https_to_a_plain_http_platform_names_the_scheme() -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    client = PlatformClient(f"https://127.0.0.1:{port}", "pk-test")
+    try:
+        with pytest.raises(PlatformUnreachable) as caught:
+            client.request("GET", "/evaluations")
+    finally:
+        client.close()
+        server.shutdown()
+    assert f"answered in plain HTTP, not TLS; use http://127.0.0.1:{port} instead" in str(
+        caught.value
+    )

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from proctor.errors import HTTPConnectionError, HTTPTimeoutError
-from proctor.trust import TRUST_FIX, ssl_context
+from proctor.trust import TRUST_FIX, ssl_context, ssl_error_in, tls_fix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -214,19 +214,25 @@ class HTTPClient:
                 error.certificate_error
             )
             return HTTPConnectionError(
-                f"the certificate of {where} is not trusted ({cause}); {TRUST_FIX}"
+                f"the certificate of {where} is not trusted ({cause}); {TRUST_FIX}", names_fix=True
             )
         if isinstance(error, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
-            return HTTPConnectionError(f"TLS with {where} failed ({_reason(error)}); {TRUST_FIX}")
+            if (fix := tls_fix(error, where)) is not None:
+                return HTTPConnectionError(fix, names_fix=True)
+            return HTTPConnectionError(
+                f"TLS with {where} failed ({_reason(error)}); {TRUST_FIX}", names_fix=True
+            )
         if isinstance(error, aiohttp.ClientHttpProxyError):
             return HTTPConnectionError(
                 f"the proxy {self.proxy} refused to reach {where} (HTTP {error.status} "
-                f"{error.message}); fix HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY"
+                f"{error.message}); fix HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY",
+                names_fix=True,
             )
         if isinstance(error, aiohttp.ClientProxyConnectionError):
             return HTTPConnectionError(
                 f"cannot connect to the proxy {self.proxy} ({_reason(error)}); fix "
-                f"HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY"
+                f"HTTPS_PROXY/HTTP_PROXY, or add {self._host} to NO_PROXY",
+                names_fix=True,
             )
         if isinstance(error, aiohttp.ClientConnectorError):
             return HTTPConnectionError(f"cannot connect to {where}{self._via()} ({_reason(error)})")
@@ -262,6 +268,8 @@ def _split_credentials(proxy: str | None) -> tuple[str | None, dict[str, str] | 
 
 
 def _reason(error: BaseException) -> str:
+    if (found := ssl_error_in(error)) is not None and found.reason:
+        return str(found.reason).replace("_", " ").lower()  # an SSL errno is not an OS errno
     os_error = getattr(error, "os_error", None)
     if isinstance(os_error, OSError):
         if os_error.errno:

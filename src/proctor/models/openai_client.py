@@ -175,9 +175,7 @@ class OpenAIChatClient:
         try:
             problem = await self._model_list_problem("/models", timeout)
         except HTTPConnectionError as e:
-            cause = str(e)
-            if not cause.endswith(("NO_PROXY", "SSL_CERT_FILE=PATH")):  # else it names its fix
-                cause = f"start it or pass {fix}"
+            cause = str(e) if e.names_fix else f"start it or pass {fix}"
             raise ModelError(f"cannot reach the model at {self.config.base_url}: {cause}") from e
         if problem is None:
             return

@@ -19,7 +19,7 @@ import httpx
 
 from proctor.errors import APIError, PlatformUnreachable, RetryableAPIError
 from proctor.retries import RetryPolicy, parse_retry_after
-from proctor.trust import ssl_context
+from proctor.trust import ssl_context, tls_fix
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,13 @@ def backoff_delay(attempt: int, exc: BaseException | None, *, cap: float = 5.0) 
     """Seconds before attempt `attempt + 1` of a loop that waits its own way (the uploader's,
     which an abort cuts short): the shared policy's backoff and `Retry-After`."""
     return retry_policy(cap=cap, attempts=None, what="").delay(attempt, exc)
+
+
+def _origin(url: str) -> str:
+    """`scheme://host:port` of `url`."""
+    parts = httpx.URL(url)
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme}://{parts.host}{port}"
 
 
 def _error_text(response: httpx.Response) -> tuple[str | None, str]:
@@ -146,6 +153,10 @@ class PlatformClient:
         try:
             response = self._http.request(method, self._base + path, **kwargs)
         except httpx.ConnectError as e:
+            if (fix := tls_fix(e, _origin(self.api_url))) is not None:
+                raise PlatformUnreachable(
+                    f"cannot connect to the platform at {self.api_url}: {fix}", connected=False
+                ) from e
             raise PlatformUnreachable(
                 f"cannot connect to the platform at {self.api_url} ({e}); start it "
                 "(`proctor server`) or set PROCTOR_API_URL to where it runs",
