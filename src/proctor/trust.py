@@ -30,12 +30,12 @@ def ssl_error_in(error: BaseException) -> ssl.SSLError | None:
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
-            return current
         seen.add(id(current))
-        inner = getattr(current, "os_error", None)
+        inner = getattr(current, "os_error", None)  # aiohttp's errors subclass SSLError too
         if isinstance(inner, ssl.SSLError):
             return inner
+        if isinstance(current, ssl.SSLError):
+            return current
         current = current.__cause__ or current.__context__
     return None
 

@@ -214,9 +214,7 @@ def test_https_to_a_plain_http_endpoint_names_the_scheme_not_a_ca(tmp_path: Path
     finally:
         proc.stop()
     assert code == 1, output
-    assert f"answered in plain HTTP, not TLS; use http://127.0.0.1:{port} in the base URL" in (
-        output
-    )
+    assert f"answered in plain HTTP, not TLS; use http://127.0.0.1:{port} instead" in (output)
     assert "ca-bundle" not in output and "start it" not in output and "Traceback" not in output
 
 

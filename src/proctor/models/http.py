@@ -268,8 +268,8 @@ def _split_credentials(proxy: str | None) -> tuple[str | None, dict[str, str] | 
 
 
 def _reason(error: BaseException) -> str:
-    if (found := ssl_error_in(error)) is not None and found.reason:
-        return str(found.reason).replace("_", " ").lower()  # an SSL errno is not an OS errno
+    if reason := getattr(ssl_error_in(error), "reason", None):
+        return str(reason).replace("_", " ").lower()  # an SSL errno is not an OS errno
     os_error = getattr(error, "os_error", None)
     if isinstance(os_error, OSError):
         if os_error.errno:
