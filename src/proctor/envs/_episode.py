@@ -7,8 +7,9 @@ JSON-ready form every other part of proctor (run directory, runs SDK, platform) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, get_origin, get_type_hints
 
 # Stop conditions the built-in drivers set; custom drivers may add their own strings.
 COMPLETED = "completed"
@@ -74,54 +75,44 @@ class Episode:
         return self.error is None
 
     def to_record(self) -> dict[str, Any]:
-        """The JSON-ready dict form, with stable keys (no copies: do not mutate the result);
-        `native` only when set."""
-        record = {
-            "id": self.id,
-            "env": self.env,
-            "example_id": self.example_id,
-            "rollout_number": self.rollout_number,
-            "task": self.task,
-            "messages": self.messages,
-            "rewards": self.rewards,
-            "metrics": self.metrics,
-            "reward": self.reward,
-            "timing": self.timing,
-            "token_usage": self.token_usage,
-            "error": self.error,
-            "stop_condition": self.stop_condition,
-            "is_completed": self.is_completed,
-            "is_truncated": self.is_truncated,
-            "num_turns": self.num_turns,
-            "trajectory": self.trajectory,
-            "run": self.run,
-            "ok": self.error is None,
-        }
+        """The JSON-ready dict form: every field in declaration order, then `ok` (no copies:
+        do not mutate the result); `native` only when set."""
+        record = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        record["ok"] = self.error is None
         if self.native is not None:
             record["native"] = self.native
         return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Episode:
-        """Rebuild an episode from `to_record()` output (e.g. when resuming a run)."""
-        return cls(
-            id=record["id"],
-            env=record["env"],
-            example_id=int(record["example_id"]),
-            rollout_number=int(record["rollout_number"]),
-            task=record["task"],
-            messages=list(record.get("messages") or []),
-            rewards=dict(record.get("rewards") or {}),
-            metrics=dict(record.get("metrics") or {}),
-            reward=float(record.get("reward") or 0.0),
-            timing=dict(record.get("timing") or {}),
-            token_usage=dict(record.get("token_usage") or _empty_usage()),
-            error=record.get("error"),
-            stop_condition=record.get("stop_condition") or "",
-            is_completed=bool(record.get("is_completed")),
-            is_truncated=bool(record.get("is_truncated")),
-            num_turns=int(record.get("num_turns") or 0),
-            trajectory=list(record.get("trajectory") or []),
-            run=record.get("run"),
-            native=record.get("native"),
-        )
+        """Rebuild an episode from `to_record()` output (e.g. when resuming a run): a field
+        without a default must be there; an empty or missing one gets its default."""
+        values: dict[str, Any] = {}
+        for name, convert, default in _READERS:
+            value = record[name] if default is MISSING else record.get(name)
+            if not value and default is not MISSING:
+                value = default()
+            elif convert is not None:
+                value = convert(value)
+            values[name] = value
+        return cls(**values)
+
+
+# The field table: the record's keys, and how `from_record` reads each back, come from the
+# dataclass itself, so a new field is one line above.
+_RECORD_FIELDS = tuple(f.name for f in fields(Episode) if f.name != "native")
+
+
+def _reader(f: Field[Any]) -> tuple[str, Callable[[Any], Any] | None, Any]:
+    hint = get_type_hints(Episode)[f.name]
+    plain = get_origin(hint) or hint
+    convert = plain if plain in (int, float, str, bool, dict, list) else None
+    if f.default is not MISSING:
+        default = f.default
+        return f.name, convert, lambda: default
+    if f.default_factory is not MISSING:
+        return f.name, convert, f.default_factory
+    return f.name, convert, MISSING
+
+
+_READERS = tuple(_reader(f) for f in fields(Episode))
