@@ -235,6 +235,49 @@ class Evaluation(Base):
     # How many times a run worked on it: 1 at creation, +1 per `reopen` (a resumed run).
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     create_key: Mapped[str | None] = mapped_column(String(200))
+    # The running statistics' per-evaluation part (JSON text; `evaluations.tallies` reads and
+    # writes it): NULL until built, for an evaluation whose figures are recomputed.
+    tallies: Mapped[str | None] = mapped_column(Text)
+
+
+class ExampleTally(Base):
+    """The running sums of one example's samples, updated with each batch that adds to it."""
+
+    __tablename__ = "example_tallies"
+
+    evaluation_id: Mapped[str] = mapped_column(
+        ForeignKey("evaluations.id", ondelete="CASCADE"), primary_key=True
+    )
+    example_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    samples: Mapped[int] = mapped_column(Integer)
+    scored: Mapped[int] = mapped_column(Integer)
+    """Samples with a reward and no error."""
+    passed: Mapped[int] = mapped_column(Integer)
+    """Scored samples whose reward reached the evaluation's tallied pass mark."""
+    total: Mapped[float] = mapped_column(Float)
+    """Sum of the scored rewards."""
+    total_sq: Mapped[float] = mapped_column(Float)
+
+
+class ShapeTally(Base):
+    """Scored examples grouped by shape: (scored rollouts, passes, bin of the mean reward on
+    [0, 1]), with the sums the clustered error, pass@k and the per-example histogram need."""
+
+    __tablename__ = "shape_tallies"
+
+    evaluation_id: Mapped[str] = mapped_column(
+        ForeignKey("evaluations.id", ondelete="CASCADE"), primary_key=True
+    )
+    scored: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    passed: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    mean_bin: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    examples: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
+    total_sq: Mapped[float] = mapped_column(Float)
+    cluster_sq: Mapped[float] = mapped_column(Float)
+    """Sum over the examples of the square of each one's reward sum."""
+    mean_sum: Mapped[float] = mapped_column(Float)
+    """Sum over the examples of each one's mean reward."""
 
 
 class SampleRow(Base):

@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session
 from proctor.contract import INGEST_CLOSED_STATUSES, SAMPLE_ID_MAX
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
+from proctor.server.db.models import Evaluation
 from proctor.server.errors import Conflict, InvalidInput
-from proctor.server.evaluations import repository
+from proctor.server.evaluations import repository, tallies
 from proctor.server.evaluations.service import get_visible
 from proctor.server.request_body import JsonObjectBody
 
@@ -69,14 +70,18 @@ def _reward(value: Any, index: int) -> float | None:
     return number
 
 
-def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
-    """Validate the batch and build its rows (without `seq`), dropping in-batch repeats."""
+def _prepare(
+    evaluation_id: str, body: JsonObjectBody
+) -> tuple[list[dict[str, Any]], dict[str, tuple[float, ...]]]:
+    """Validate the batch and build its rows (without `seq`), dropping in-batch repeats;
+    with each row's usage numbers by sample id (for the tallies)."""
     samples = body.value.get("samples")
     if not isinstance(samples, list) or body.items_raw is None:
         raise InvalidInput(
             'The body must be {"samples": [...]} with a list of sample objects; fix the body.'
         )
     rows: list[dict[str, Any]] = []
+    usages: dict[str, tuple[float, ...]] = {}
     seen: set[str] = set()
     now = utcnow()
     for index, (sample, raw) in enumerate(zip(samples, body.items_raw, strict=True)):
@@ -101,6 +106,7 @@ def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
         if sample_id in seen:
             continue
         seen.add(sample_id)
+        usages[sample_id] = tallies.usage_of(sample)
         rows.append(
             {
                 "evaluation_id": evaluation_id,
@@ -113,7 +119,7 @@ def _prepare(evaluation_id: str, body: JsonObjectBody) -> list[dict[str, Any]]:
                 "created_at": now,
             }
         )
-    return rows
+    return rows, usages
 
 
 def append_samples(
@@ -127,7 +133,7 @@ def append_samples(
             batch holds a sample it does not have (a pure replay answers success).
     """
     principal.require_evaluation(evaluation_id)
-    rows = _prepare(evaluation_id, body)
+    rows, usages = _prepare(evaluation_id, body)
     received = len(body.items_raw or [])
     evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
     if evaluation.status in INGEST_CLOSED_STATUSES:
@@ -159,6 +165,7 @@ def append_samples(
         ]
         repository.renumber_samples(session, evaluation_id, moves)
     if fresh:
+        _tally(session, evaluation, fresh, usages, first=base == 0)
         # The counters follow the headline mean's rule (proctor.stats): scored samples only.
         rewards = [
             row["reward"]
@@ -184,6 +191,26 @@ def append_samples(
         duplicates=received - len(fresh),
         total_samples=evaluation.total_samples,
     )
+
+
+def _tally(
+    session: Session,
+    evaluation: Evaluation,
+    fresh: list[dict[str, Any]],
+    usages: dict[str, tuple[float, ...]],
+    *,
+    first: bool,
+) -> None:
+    """Fold the stored rows into the running statistics (none were built for an evaluation
+    that had samples before them: its figures are recomputed)."""
+    current = tallies.load(evaluation.tallies)
+    if current is None and not first:
+        return
+    if current is None:
+        current = tallies.Tallies(mark=tallies.default_mark(evaluation.metadata_raw))
+    usage = [usages[row["sample_id"]] for row in fresh]
+    tallies.fold(session.connection(), evaluation.id, current, fresh, usage)
+    evaluation.tallies = current.to_json()
 
 
 def finite_or_none(value: float | None) -> float | None:

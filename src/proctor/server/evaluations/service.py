@@ -37,7 +37,7 @@ from proctor.server.db.session import Database
 from proctor.server.environments import repository as environments
 from proctor.server.environments import service as environment_service
 from proctor.server.errors import Conflict, Forbidden, InvalidInput, NotVisible
-from proctor.server.evaluations import repository, stats
+from proctor.server.evaluations import repository, stats, tallies
 from proctor.server.evaluations.schemas import CreateEvaluation, UpdateEvaluation
 from proctor.server.teams import check_team
 
@@ -478,24 +478,42 @@ def list_sample_rows(
 
 
 def reward_histogram(session: Session, evaluation: Evaluation, *, edges: list[float]) -> list[int]:
-    """Reward counts per bin `[edges[i], edges[i+1])` of an evaluation already checked visible."""
+    """Reward counts per bin `[edges[i], edges[i+1])` of an evaluation already checked visible.
+
+    The running tallies answer for the bars of [0, 1]; other edges are counted afresh.
+    """
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None and edges == tallies.UNIT_EDGES:
+        return list(kept.bins)
     return repository.reward_histogram(session, evaluation.id, edges=edges)
 
 
 def count_errored(session: Session, evaluation: Evaluation) -> int:
     """How many samples of an evaluation already checked visible errored."""
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None:
+        return kept.errored
     return repository.count_errored(session, evaluation.id)
 
 
 def errored_examples(session: Session, evaluation: Evaluation) -> int:
     """How many examples of an evaluation already checked visible errored in every rollout."""
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None:
+        return kept.errored_examples
     return repository.errored_examples(session, evaluation.id)
 
 
 def example_shapes(
     session: Session, evaluation: Evaluation, *, threshold: float, low: float, width: float
 ) -> list[tuple[int, int, int, int, float]]:
-    """Examples counted by (rollouts, passes, mean-reward bucket); see the repository."""
+    """Examples counted by (rollouts, passes, mean-reward bucket); see the repository.
+
+    The running tallies answer at their mark on [0, 1]; anything else is counted afresh.
+    """
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None and kept.mark == threshold and (low, width) == (0.0, tallies.UNIT_WIDTH):
+        return tallies.example_shapes(session.connection(), evaluation.id)
     return repository.example_shapes(
         session, evaluation.id, threshold=threshold, low=low, width=width
     )

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from proctor import stats
 from proctor.server.db.models import Evaluation
 from proctor.server.errors import BadRequest
-from proctor.server.evaluations import repository
+from proctor.server.evaluations import repository, tallies
 
 CACHE_ENTRIES = 512
 COMPARE_MAX = 6
@@ -65,14 +65,7 @@ def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
 
 def declared_max_reward(evaluation: Evaluation) -> float | None:
     """The maximum reward the evaluation's metadata declares (`max_reward`), if a number."""
-    try:
-        metadata = json.loads(evaluation.metadata_raw or "{}")
-    except ValueError:
-        return None
-    value = metadata.get("max_reward") if isinstance(metadata, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+    return tallies.declared_max_reward(evaluation.metadata_raw)
 
 
 def pass_mark(evaluations: list[Evaluation], threshold: float | None) -> tuple[float, str]:
@@ -90,13 +83,19 @@ def pass_mark(evaluations: list[Evaluation], threshold: float | None) -> tuple[f
 
 
 def _moments(session: Session, evaluation: Evaluation, threshold: float) -> tuple[Any, Any]:
-    rows = repository.example_groups(session, evaluation.id, threshold=threshold)
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None and kept.mark == threshold:
+        # The running tallies: a few shape rows, however many samples (tallies.py).
+        rows = tallies.example_groups(session.connection(), evaluation.id, kept)
+        low, high, binary = evaluation.min_score, evaluation.max_score, kept.nonbinary == 0
+    else:
+        rows = repository.example_groups(session, evaluation.id, threshold=threshold)
+        low, high, binary = repository.scored_range(session, evaluation.id)
     moments = stats.Moments()
     shapes: dict[tuple[int, int], int] = {}
     for n, passed, examples, total, total_sq, cluster_sq in rows:
         moments.add_groups(n, examples, total, total_sq, cluster_sq)
         shapes[(n, passed)] = shapes.get((n, passed), 0) + examples
-    low, high, binary = repository.scored_range(session, evaluation.id)
     if low is not None and high is not None:
         moments.observe_range(low, high, binary=binary)
     return moments, shapes
@@ -108,13 +107,20 @@ def _compute(
     moments, shapes = _moments(session, evaluation, threshold)
     estimate = stats.estimate(moments)
     reward = estimate.to_json()
-    reward["n_errored"] = repository.count_errored(session, evaluation.id)
-    reward["n_errored_examples"] = repository.errored_examples(session, evaluation.id)
+    kept = tallies.load(evaluation.tallies)
+    if kept is not None:
+        reward["n_errored"] = kept.errored
+        reward["n_errored_examples"] = kept.errored_examples
+        usage = kept.usage_totals()
+    else:
+        reward["n_errored"] = repository.count_errored(session, evaluation.id)
+        reward["n_errored_examples"] = repository.errored_examples(session, evaluation.id)
+        usage = _cached(
+            ("usage", *_state(evaluation)),
+            lambda: repository.usage_totals(session, evaluation.id),
+        )
     reward["half_width"] = estimate.half_width
     reward["naive_se"] = moments.naive_se()
-    usage = _cached(
-        ("usage", *_state(evaluation)), lambda: repository.usage_totals(session, evaluation.id)
-    )
     return {
         "evaluation_id": evaluation.id,
         "status": evaluation.status,
@@ -160,10 +166,13 @@ def evaluation_stats(
 def example_means(session: Session, evaluation: Evaluation) -> dict[int, float | None]:
     """Per-example mean scored reward of an evaluation already checked visible (cached);
     None for an example that errored in every rollout."""
-    return _cached(
-        ("means", *_state(evaluation)),
-        lambda: repository.scored_example_means(session, evaluation.id),
-    )
+
+    def compute() -> dict[int, float | None]:
+        if evaluation.tallies is not None:
+            return tallies.example_means(session.connection(), evaluation.id)
+        return repository.scored_example_means(session, evaluation.id)
+
+    return _cached(("means", *_state(evaluation)), compute)
 
 
 def paired(

@@ -19,9 +19,9 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from proctor.server.db.models import Evaluation
-from proctor.server.evaluations import service
+from proctor.server.evaluations import service, tallies
 
-HISTOGRAM_BUCKETS = 20
+HISTOGRAM_BUCKETS = tallies.HISTOGRAM_BUCKETS
 CACHE_ENTRIES = 256
 
 
