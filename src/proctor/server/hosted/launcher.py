@@ -56,7 +56,7 @@ from proctor.server.db.session import Database
 from proctor.server.environments.artifacts import locate
 from proctor.server.errors import describe_invalid
 from proctor.server.evaluations import service as evaluations
-from proctor.server.hosted import repository
+from proctor.server.hosted import claims, repository
 from proctor.server.hosted.settings import LauncherSettings
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ class Launcher:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lease = claims.Lease(db, self.launcher_id, settings.stale_seconds)
         self._recovered = False
         self._last_heartbeat = 0.0
         self._last_takeover = 0.0
@@ -147,6 +148,7 @@ class Launcher:
     def start(self) -> None:
         """Run the loop in a background thread (the in-server launcher)."""
         self._stop.clear()
+        self._lease.start()  # claims stay renewed while a tick is busy (an install, a stop)
         self._thread = threading.Thread(target=self.run, name="proctor-launcher", daemon=True)
         self._thread.start()
 
@@ -156,6 +158,7 @@ class Launcher:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self._lease.stop()
 
     def stop_soon(self) -> None:
         """Ask the loop to end after the current tick (safe from a signal handler)."""
@@ -200,6 +203,8 @@ class Launcher:
         if self._watched:
             with self.db.read() as session:
                 states = repository.watch_states(session, list(self._watched))
+                lost = claims.held_by_others(session, self.launcher_id, list(self._watched))
+            self._let_go(lost)
             self._watch_all(states)
         self._launch_pending()
         if self._watched and now - self._last_heartbeat >= self.settings.stale_seconds / 4:
@@ -208,6 +213,16 @@ class Launcher:
                 repository.heartbeat(session, self.launcher_id, utcnow())
 
     # -- recovery --------------------------------------------------------------------------
+
+    def _let_go(self, evaluation_ids: list[str]) -> None:
+        """Stop watching sandboxes another launcher adopted (our claim expired): it closes them."""
+        for evaluation_id in evaluation_ids:
+            logger.warning(
+                "launcher %s lost its claim on %s to another launcher; letting it go",
+                self.launcher_id,
+                evaluation_id,
+            )
+            self._watched.pop(evaluation_id, None)
 
     def _recover(self, *, own: bool) -> None:
         """Adopt live sandboxes of a dead launcher (or our previous life); close the rest."""
@@ -223,6 +238,8 @@ class Launcher:
                 stale = now - timedelta(seconds=self.settings.stale_seconds)
                 rows = repository.abandoned(session, stale, self.launcher_id)
             for hosted, evaluation in rows:
+                if not own and not claims.adoptable_here(hosted):
+                    continue  # a local sandbox of another machine: its own server adopts it
                 hosted.launcher_id = self.launcher_id
                 hosted.heartbeat_at = now
                 if hosted.sandbox_handle is None:
@@ -322,7 +339,7 @@ class Launcher:
     def _launch(self, evaluation_id: str, user_id: str) -> None:
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)
-            if found is None:
+            if found is None or not claims.holds(found[0], self.launcher_id):
                 return
             hosted = found[0]
             stored = dict(hosted.config or {})
@@ -398,7 +415,9 @@ class Launcher:
         now = utcnow()
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)
-            if found is None:
+            if found is None or not claims.holds(found[0], self.launcher_id):
+                # Gone, or adopted by another launcher while this one started it: that one
+                # runs it, so this sandbox would be a second copy.
                 self.backend.stop(handle, grace_seconds=self.settings.stop_grace_seconds)
                 return
             hosted = found[0]
@@ -497,8 +516,8 @@ class Launcher:
         now = utcnow()
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)
-            if found is None:
-                self._watched.pop(evaluation_id, None)
+            if found is None or not claims.holds(found[0], self.launcher_id):
+                self._watched.pop(evaluation_id, None)  # gone, or another launcher closes it
                 return
             hosted, evaluation = found
             hosted.exit_code = state.exit_code

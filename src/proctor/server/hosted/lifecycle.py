@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from proctor.errors import ProctorError
 from proctor.server.db.session import Database
+from proctor.server.hosted.claims import server_launcher_id
 from proctor.server.hosted.launcher import Launcher
 from proctor.server.settings import Settings
 
@@ -26,8 +27,7 @@ def start_launcher(app: FastAPI, db: Database, settings: Settings) -> Launcher |
             launcher_settings,
             api_url=settings.local_url(),
             data_dir=settings.resolved_data_dir(),
-            # Stable per data dir and port, so a restarted server recovers its sandboxes at once.
-            launcher_id=f"server:{settings.resolved_data_dir()}:{settings.port}",
+            launcher_id=server_launcher_id(str(settings.resolved_data_dir()), settings.port),
         )
     except ProctorError as e:
         # One line for the operator; the API keeps serving, hosted runs wait as PENDING.

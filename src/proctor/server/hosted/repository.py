@@ -69,11 +69,13 @@ def claim_pending(
 
 
 def active_of(session: Session, launcher_id: str) -> list[tuple[HostedEvaluation, Evaluation]]:
-    """The evaluations this launcher holds and has not closed."""
+    """The evaluations this launcher holds and has not closed, locked (on PostgreSQL) so that
+    one another launcher is adopting right now is either adopted or kept, not both."""
     rows = session.execute(
         select(HostedEvaluation, Evaluation)
         .join(Evaluation, Evaluation.id == HostedEvaluation.evaluation_id)
         .where(HostedEvaluation.launcher_id == launcher_id, HostedEvaluation.ended_at.is_(None))
+        .with_for_update(of=HostedEvaluation)
     ).all()
     return [(h, e) for h, e in rows]
 
