@@ -75,11 +75,13 @@ def serve(settings: Settings, *, log_level: str = "info", access_log: bool = Fal
     import uvicorn
 
     from proctor.server.app import create_app
+    from proctor.server.db.sole_server import hold_sqlite
     from proctor.server.setup import open_database, prepare_database
 
     # Bound first and handed to uvicorn: a busy port stops us before the database, the
     # launcher or anything else starts (the launcher would adopt the other server's sandboxes).
     sock = bind_socket(settings.host, settings.port)
+    sole = hold_sqlite(settings.resolved_database_url())  # SQLite: one server process
     db = open_database(settings)
     try:
         prepare_database(settings, db)  # warns, with the command, when no key exists yet
@@ -117,6 +119,8 @@ def serve(settings: Settings, *, log_level: str = "info", access_log: bool = Fal
     finally:
         if previous is not None:
             signal.signal(hup, signal.SIG_DFL)
+        if sole is not None:
+            sole.release()
     if hangups:
         signal.raise_signal(hup)  # exit 129, as a hung-up process does
     return 0

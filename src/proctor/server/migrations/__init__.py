@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -12,6 +14,7 @@ from sqlalchemy import Engine, inspect
 logger = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
+_MIGRATION_LOCK = 0x70726F63746F72  # PostgreSQL advisory lock key ("proctor")
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -23,8 +26,27 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply migrations up to `revision` (all of them by default)."""
-    command.upgrade(alembic_config(engine), revision)
+    """Apply migrations up to `revision` (all of them by default).
+
+    Servers sharing a PostgreSQL database that start together migrate one at a time: the
+    others wait, then find it at head.
+    """
+    with _one_migrator(engine):
+        command.upgrade(alembic_config(engine), revision)
+
+
+@contextmanager
+def _one_migrator(engine: Engine) -> Iterator[None]:
+    """Hold PostgreSQL's advisory migration lock for the block (SQLite has one writer)."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_MIGRATION_LOCK})")
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
