@@ -32,6 +32,9 @@ mount outlives it, whatever happens. The processes and helpers are the fault tes
 
 Usage (root): .venv/bin/python bench/faults.py [--schedules 50] [--seed 1]
 [--min-samples 200] [--max-samples 400] [--out bench/results/faults.md]
+
+`--servers` runs server kills across two servers on one PostgreSQL instead (set
+PROCTOR_TEST_POSTGRES_URL; no root needed): see bench/faults_servers.py.
 """
 
 from __future__ import annotations
@@ -255,8 +258,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-samples", type=int, default=200)
     parser.add_argument("--max-samples", type=int, default=400)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faults.md")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--servers",
+        action="store_true",
+        help="server kills across two servers on PostgreSQL (bench/faults_servers.py)",
+    )
     args = parser.parse_args()
+    if args.servers:
+        from bench.faults_servers import servers_main
+
+        args.out = args.out or ROOT / "bench" / "results" / "faults_servers.md"
+        servers_main(args)
+        return
+    args.out = args.out or ROOT / "bench" / "results" / "faults.md"
     if os.geteuid() != 0:
         sys.exit("bench/faults.py mounts tmpfs filesystems: run it as root")
     if os.environ.get(_PRIVATE_MOUNTS) != "1":
