@@ -55,6 +55,7 @@ SERVER_FAULTS = ("server-kill", "server-down", "both-kill")
 STALE_SECONDS = 3.0
 PUSHED = 2
 HOSTED = 2
+LATENCY_MS = 200
 
 
 @dataclass
@@ -105,7 +106,7 @@ def _create_hosted(balancer: Balancer, model: str, n: int) -> str:
         "eval_config": {
             "num_examples": n,
             "rollouts_per_example": 1,
-            "max_concurrent": 4,
+            "max_concurrent": 1,
             "api_base_url": model,
         },
     }
@@ -141,7 +142,7 @@ def run_server_schedule(
     for k, n in enumerate(sizes):
         out_dir = home / f"out{k}"
         flags = ["--push", "--run.finish-timeout", "120"]
-        argv = eval_args(model, out_dir, *flags, env="reverse-text", n=n, rollouts=2, concurrency=8)
+        argv = eval_args(model, out_dir, *flags, env="reverse-text", n=n, rollouts=2, concurrency=4)
         env = eval_env(balancer.url, BOOTSTRAP_KEY, home / f"home{k}")
         proc = ManagedProcess(argv, home / f"eval{k}.log", env=env).start()
         runs.append((proc, out_dir / "r"))
@@ -226,7 +227,7 @@ def servers_main(args: argparse.Namespace) -> None:
         with (
             fresh_database("postgres", work) as database_url,
             balanced_servers(work / "platform", database_url, extra_env=extra) as (servers, lb),
-            demo_model(work, latency_ms=20) as model,
+            demo_model(work, latency_ms=LATENCY_MS) as model,
         ):
             for i in range(args.schedules):
                 o = run_server_schedule(
@@ -275,9 +276,9 @@ def _write_report(
         f"--schedules {args.schedules} --seed {args.seed} --min-samples {args.min_samples} "
         f"--max-samples {args.max_samples}`.",
         "",
-        f"Each schedule: {PUSHED} pushed `proctor eval reverse-text -r 2 -c 8` runs and "
-        f"{HOSTED} hosted evaluations (local sandboxes, unconfined) at once, against "
-        "`proctor demo-model --latency-ms 20` and two `proctor server` processes on one "
+        f"Each schedule: {PUSHED} pushed `proctor eval reverse-text -r 2 -c 4` runs and "
+        f"{HOSTED} hosted evaluations (`-c 1`, local sandboxes, unconfined) at once, against "
+        f"`proctor demo-model --latency-ms {LATENCY_MS}` and two `proctor server` processes on one "
         "PostgreSQL behind a loopback balancer; see the docstring of `bench/faults_servers.py`.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load "
@@ -285,7 +286,7 @@ def _write_report(
         f"{platform.python_version()}; {wall:.0f} s wall.",
         "",
         "| schedules | samples run | expected | stored | duplicated | lost | false statuses "
-        "| sandboxes adopted |",
+        "| sandboxes adopted (by the other server, or by the same one restarted) |",
         "|---|---|---|---|---|---|---|---|",
         f"| {len(outcomes)} | {total['samples']} | {total['expected']} | {total['stored']} "
         f"| {total['duplicated']} | {total['lost']} | {total['false_status']} "

@@ -6,13 +6,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import update
 
-from proctor.server.db.models import HostedEvaluation
+from proctor.server.db.base import utcnow
+from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
-from proctor.server.hosted.claims import adoptable_here, server_launcher_id
+from proctor.server.hosted.claims import adoptable_here, complete_stranded, server_launcher_id
 from tests.server.hosted.test_launcher import _create, _launcher, _record, _tick_until
 
 
@@ -102,3 +104,18 @@ def test_a_local_sandbox_is_adopted_only_on_its_own_machine() -> None:
     assert adoptable_here(HostedEvaluation(launcher_id="L1", **started))  # named by hand
     ray = {"backend": "ray", "sandbox_handle": "raysubmit_1"}
     assert adoptable_here(HostedEvaluation(launcher_id="server:elsewhere:/d:8000", **ray))
+
+
+def test_runs_a_dead_server_left_processing_are_completed(db: Database) -> None:
+    stranded, fresh = _create(db), _create(db)
+    now = utcnow()
+    with db.write() as session:
+        for evaluation_id, finalized in ((stranded, now - timedelta(minutes=5)), (fresh, now)):
+            session.execute(
+                update(Evaluation)
+                .where(Evaluation.id == evaluation_id)
+                .values(status="PROCESSING", finalized_at=finalized)
+            )
+    complete_stranded(db, stale_seconds=15)
+    assert _record(db, stranded)[0].status == "COMPLETED"
+    assert _record(db, fresh)[0].status == "PROCESSING"  # its own server's task is due

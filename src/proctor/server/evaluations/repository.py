@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -166,6 +167,17 @@ def list_visible(
 def ids_with_status(session: Session, status: str) -> list[str]:
     """Ids of every evaluation in `status`."""
     return list(session.scalars(select(Evaluation.id).where(Evaluation.status == status)))
+
+
+def processing_before(session: Session, finalized_before: datetime) -> list[str]:
+    """Ids of the evaluations PROCESSING since before `finalized_before`."""
+    return list(
+        session.scalars(
+            select(Evaluation.id).where(
+                Evaluation.status == "PROCESSING", Evaluation.finalized_at < finalized_before
+            )
+        )
+    )
 
 
 def insert_samples(session: Session, rows: list[dict[str, Any]]) -> set[str]:

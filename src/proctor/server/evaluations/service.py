@@ -435,6 +435,15 @@ def complete_pending_statistics(db: Database) -> int:
     return sum(complete_statistics(db, evaluation_id) for evaluation_id in ids)
 
 
+def complete_stranded_statistics(db: Database, finalized_before: datetime) -> int:
+    """Complete the runs still PROCESSING that were finalized before `finalized_before`: the
+    server that took their finalize died before its statistics task ran (with several
+    servers, no restart may come to do it). Returns how many."""
+    with db.read() as session:
+        ids = repository.processing_before(session, finalized_before)
+    return sum(complete_statistics(db, evaluation_id) for evaluation_id in ids)
+
+
 # Dashboard reads: each checks visibility like the API, then runs one repository query.
 
 

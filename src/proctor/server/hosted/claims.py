@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterable
+from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import HostedEvaluation
 from proctor.server.db.session import Database
+from proctor.server.evaluations import service as evaluations
 from proctor.server.hosted import repository
 
 logger = logging.getLogger(__name__)
@@ -67,6 +69,16 @@ def held_by_others(session: Session, launcher_id: str, evaluation_ids: Iterable[
 def holds(hosted: HostedEvaluation, launcher_id: str) -> bool:
     """Whether this launcher still holds the claim on `hosted` (read inside a write)."""
     return hosted.launcher_id == launcher_id
+
+
+def complete_stranded(db: Database, stale_seconds: float) -> None:
+    """Complete runs finalized over `stale_seconds` ago and still PROCESSING: the server that
+    took the finalize died before its statistics task ran, and a restart may never come."""
+    completed = evaluations.complete_stranded_statistics(
+        db, utcnow() - timedelta(seconds=stale_seconds)
+    )
+    if completed:
+        logger.info("completed %d evaluation(s) another server left PROCESSING", completed)
 
 
 class Lease:

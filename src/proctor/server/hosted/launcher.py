@@ -200,6 +200,7 @@ class Launcher:
         if now - self._last_takeover >= self.settings.stale_seconds / 2:
             self._last_takeover = now
             self._recover(own=False)
+            claims.complete_stranded(self.db, self.settings.stale_seconds)
         if self._watched:
             with self.db.read() as session:
                 states = repository.watch_states(session, list(self._watched))
