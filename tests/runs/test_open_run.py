@@ -127,14 +127,18 @@ def test_an_unreachable_platform_makes_an_offline_run_to_sync_later(
     assert state["pending_create"]["key"] and state["phase"] == "finish_pending"
 
 
-def test_a_refusing_platform_falls_back_to_a_local_run(
+def test_a_refused_key_makes_an_offline_run_to_sync_later(
     tmp_path: Path, online: Platform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The model calls are paid for: a wrong key must not make them local-only for good.
     monkeypatch.setenv("PROCTOR_API_KEY", "pk-not-a-key")
     run, _ = _open(tmp_path)
-    assert run.id.startswith("local-") and not run.unsynced
+    assert run.id.startswith("offline-")
+    run.log_episodes([make_record(0)])
     run.finish()
-    assert not (tmp_path / "run" / "platform").exists()
+    assert run.unsynced and run.sync_command() == f"proctor runs sync {tmp_path / 'run'}"
+    state = json.loads((tmp_path / "run" / "platform" / run.id / "run.json").read_text())
+    assert "401" in state["pending_create"]["reason"]
 
 
 def test_kill_switch_refuses_an_attach(

@@ -33,8 +33,9 @@ def run(argv: list[str]) -> int:
     print(format_summary(result))
     if result.sync_command is not None:
         print(
-            "proctor eval: the platform does not hold every sample of this run yet and the "
-            f"evaluation stays open; finish it with: {result.sync_command}",
+            "proctor eval: the platform does not hold every sample of this run yet (see the "
+            "warning above); nothing is lost: upload the rest, with the right "
+            f"PROCTOR_API_KEY, by: {result.sync_command}",
             file=sys.stderr,
         )
     if config.shard is not None and result.status == "completed" and result.sync_command is None:

@@ -6,9 +6,9 @@ attach contract (DESIGN.md) live here, on top of the public `proctor.runs` API:
 | situation                                   | result                                        |
 |---------------------------------------------|-----------------------------------------------|
 | `--no-push`                                 | a local run, nothing sent                     |
-| push, no attach                             | a created run; platform unreachable: an       |
-|                                             | offline run (`proctor runs sync` uploads it); |
-|                                             | refused (bad key...): a warning, a local run  |
+| push, no attach                             | a created run; platform unreachable or the    |
+|                                             | create refused (bad key, TLS...): an offline  |
+|                                             | run (`proctor runs sync` uploads it, exit 75) |
 | push, `--resume` of a pushed run            | the same evaluation, reopened                 |
 | attach with `--no-push`                     | `ConfigError` (exit 2)                        |
 | attach with `PROCTOR_RUNS_MODE=disabled`    | `AttachError`                                 |

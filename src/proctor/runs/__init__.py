@@ -32,7 +32,8 @@ own writes reached the disk.
 (full, read-only) only keeps the lines in memory, sent from there; `proctor runs sync` asks
 the platform which sample ids it holds and sends the rest of traces + spool. `finish()`
 finalizes only what the platform acknowledged whole (else `Run.unsynced`, and the
-evaluation stays open for the sync). A platform unreachable at `init` makes an offline run
+evaluation stays open for the sync). A platform unreachable at `init`, or one that refuses to
+create the evaluation (a wrong key, 401/403), makes an offline run
 (created later by sync, with the run directory's Idempotency-Key), and `init(resume=True)`
 reopens the evaluation the same run directory created: one run directory, one evaluation.
 """
@@ -40,7 +41,7 @@ reopens the evaluation the same run directory created: one run directory, one ev
 from proctor.projection import project_record as project_sample
 from proctor.runs._client import PlatformClient
 from proctor.runs._run import Run, RunStatus, init
-from proctor.runs._settings import ClientSettings, load_settings
+from proctor.runs._settings import ClientSettings, config_file_path, load_settings
 from proctor.runs._sharded import create_sharded, finalize_sharded
 from proctor.runs._summary import summarize
 from proctor.runs._sync import SyncReport, sync_run_dir
@@ -54,6 +55,7 @@ __all__ = [
     "RunStatus",
     "SyncReport",
     "UploaderOptions",
+    "config_file_path",
     "create_sharded",
     "finalize_sharded",
     "init",

@@ -2,9 +2,10 @@
 
 One run directory, one evaluation: a resumed run takes back the evaluation its earlier
 attempt created (reopen), or creates it with the earlier attempt's Idempotency-Key when
-that attempt ran offline. A platform that stays unreachable makes the run go on offline
-(when it has a run directory to keep its records in); `proctor runs sync` creates or
-reopens the evaluation later (`proctor.runs._sync`).
+that attempt ran offline. A platform that stays unreachable, or refuses to create the evaluation (a
+mistyped or revoked key, 401/403, a certificate, DNS), makes the run go on offline (when it
+has a run directory to keep its records in), so no paid model call is lost: `proctor runs
+sync` creates or reopens the evaluation later, with the key set then (`proctor.runs._sync`).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _resume(
                 e,
             )
             return _create(client, None, wanted, can_go_offline=can_go_offline)
-        if not is_transient(e):
+        if not is_transient(e) and not _refused_key(e):
             raise PlatformError(f"cannot resume evaluation {previous.evaluation_id} ({e})") from e
         if not can_go_offline:
             raise
@@ -181,11 +182,15 @@ def _create(
             key=key,
             framework=wanted.framework,
         )
-    except PlatformUnreachable as e:
+    except PlatformError as e:
+        # Whatever kept the evaluation from being created (down, a refused key, TLS, DNS),
+        # the model calls about to be paid for are kept for a later sync.
         if not can_go_offline:
-            raise PlatformError(str(e)) from e
+            if isinstance(e, PlatformUnreachable):
+                raise PlatformError(str(e)) from e
+            raise
         _warn_offline(e)
-        return _offline(previous, wanted, key), True
+        return _offline(previous, wanted, key, reason=str(e)), True
     state = RunState(
         evaluation_id=str(created["evaluation_id"]),
         api_url=wanted.api_url,
@@ -200,9 +205,17 @@ def _create(
     return state, False
 
 
-def _offline(previous: RunState | None, wanted: Wanted, key: str) -> RunState:
+def _refused_key(e: PlatformError) -> bool:
+    """True when the platform refused the key (401/403): a sync with the right key succeeds."""
+    return isinstance(e, APIError) and e.status_code in (401, 403)
+
+
+def _offline(
+    previous: RunState | None, wanted: Wanted, key: str, *, reason: str | None = None
+) -> RunState:
     """The state of a run whose evaluation `proctor runs sync` creates later, with `key`."""
     pending = PendingCreate(
+        reason=reason,
         key=key,
         environments=list(wanted.environments),
         model=wanted.model,

@@ -231,9 +231,11 @@ class Run:
     ) -> bool:
         """Close the evaluation after the drain; True when nothing is left for a sync."""
         if self.offline:
+            pending = state.pending_create
+            why = pending.reason if pending is not None and pending.reason else None
             self._problem(
-                f"the platform was unreachable when run {self.id} started; its samples are "
-                f"kept in {self.directory}"
+                f"the platform did not take run {self.id} when it started"
+                f"{f' ({why})' if why else ''}; its samples are kept in {self.directory}"
             )
             return False
         if drained:

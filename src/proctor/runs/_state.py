@@ -45,6 +45,8 @@ class PendingCreate(BaseModel):
     """The team that owns the evaluation."""
     framework: str = "proctor"
     """What ran the environments (`proctor`, `verifiers`)."""
+    reason: str | None = None
+    """Why the platform did not create it when the run started (unreachable, refused key)."""
 
 
 class RunState(BaseModel):
