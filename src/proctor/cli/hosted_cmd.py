@@ -10,8 +10,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from proctor.cli._parser import CommandParser
+from proctor.cli._settings_report import unseen_by_sandbox
 from proctor.errors import APIError, ConfigError, ProctorError
 from proctor.eval.args import add_eval_flags, check_overrides, given_overrides
+from proctor.models.config import DEFAULT_BASE_URL
 from proctor.sandboxes.command import HOSTED_FIELDS, wire_config
 
 if TYPE_CHECKING:
@@ -30,13 +32,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-m", "--model", required=True, help="model the sandbox evaluates")
     # `proctor eval`'s own flags, names and defaults for what a hosted run sets.
     add_eval_flags(run, HOSTED_FIELDS, json_object=_json_object)
+    _say_read_in_the_sandbox(run)
     # The public `prime` client's spellings, and this command's own before it took eval's.
     for old, dest in (
         ("--rollouts", "rollouts_per_example"),
         ("--api-base-url", "client.base_url"),
         ("--api-key-var", "client.api_key_var"),
     ):
-        run.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        run.add_argument(
+            old,
+            dest=dest,
+            default=argparse.SUPPRESS,
+            help=f"the same as --{dest.replace('_', '-')}",
+        )
     run.add_argument(
         "--sampling-args", type=_json_object, default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
@@ -59,6 +67,33 @@ def _parser() -> argparse.ArgumentParser:
     for p in (run, logs):
         p.add_argument("--poll-seconds", type=float, default=1.0, help="polling interval")
     return parser
+
+
+SANDBOX_DEFAULTS = {
+    "client.base_url": f"read in the sandbox: its $PROCTOR_MODEL_BASE_URL, else {DEFAULT_BASE_URL}",
+    "client.api_key_var": "OPENAI_API_KEY, read in the sandbox",
+}
+"""Defaults of a hosted run that the sandbox's environment decides, not this shell's."""
+
+
+def _say_read_in_the_sandbox(parser: argparse.ArgumentParser) -> None:
+    """Eval's help says `(default: $PROCTOR_MODEL_BASE_URL ...)`; for a hosted run it is the
+    sandbox's variable, so the help says where it is read."""
+    for action in parser._actions:
+        if action.dest in SANDBOX_DEFAULTS and action.help and "(default:" in action.help:
+            text = action.help.split(" (default:", 1)[0].rstrip(". ")
+            text = text.split(" (unset:", 1)[0]
+            action.help = f"{text} (default: {SANDBOX_DEFAULTS[action.dest]})"
+
+
+def hosted_overrides(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The eval settings `proctor hosted run ARGV` gives as flags, and its `--secret` names.
+
+    Raises:
+        ConfigError: the arguments do not parse.
+    """
+    args = _parser().parse_args(["run", *argv])
+    return given_overrides(args, HOSTED_FIELDS), list(args.secret)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -158,6 +193,9 @@ def _act(args: argparse.Namespace, client: PlatformClient) -> int:
     from proctor.sandboxes import remote
 
     if args.action == "run":
+        # Before the evaluation exists: what this shell holds that the sandbox will not see.
+        for note in unseen_by_sandbox(given_overrides(args, HOSTED_FIELDS), secrets=args.secret):
+            print(f"proctor hosted: note: {note}", file=sys.stderr)
         ids = remote.submit(
             client,
             environment=args.env,

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hosted": ("hosted_cmd", "Start, follow and cancel hosted evaluations."),
     "evals": ("evals_cmd", "List and show evaluations on the platform."),
     "quickstart": ("quickstart_cmd", "Start a server, the demo model and one hosted eval."),
+    "config": ("config_cmd", "Show every effective setting and where it was read."),
 }
 
 

@@ -74,15 +74,50 @@ def parse_eval_args(argv: list[str]) -> EvalConfig:
     Raises:
         ConfigError: an unknown flag, a bad value, an unreadable file.
     """
+    return parse_eval_args_with_sources(argv)[0]
+
+
+def parse_eval_args_with_sources(argv: list[str]) -> tuple[EvalConfig, dict[str, str]]:
+    """The config `parse_eval_args` builds, and where each given setting came from.
+
+    The sources map a dotted field path (`num_examples`, `client.base_url`, `env_args`) to
+    `flag --x` or `file run.toml`; a field missing from it holds its default.
+
+    Raises:
+        ConfigError: an unknown flag, a bad value, an unreadable file.
+    """
     argv, files = _split_config_files(argv)
     data: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for path in files:
-        _merge(data, _normalise_keys(read_toml(path), EvalConfig))
+        loaded = _normalise_keys(read_toml(path), EvalConfig)
+        sources.update(dict.fromkeys(_leaf_paths(loaded), f"file {path}"))
+        _merge(data, loaded)
     namespace = build_parser().parse_args(argv)
     flags: dict[str, Any] = {}
     for dest, value in vars(namespace).items():
         _set_dotted(flags, dest.split("."), value)
+        sources[dest] = "argument" if dest == "env" else f"flag {flag_name(tuple(dest.split('.')))}"
     _merge(data, flags)
+    config = _validated(data)
+    return config, sources
+
+
+def _leaf_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of a file's settings; dict-valued fields (`env_args`) are one leaf."""
+    out: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        field = EvalConfig.model_fields.get(key) if not prefix else None
+        sub = field.annotation if field is not None else None
+        if isinstance(value, dict) and isinstance(sub, type) and issubclass(sub, BaseModel):
+            out += _leaf_paths(value, f"{path}.")
+        else:
+            out.append(path)
+    return out
+
+
+def _validated(data: dict[str, Any]) -> EvalConfig:
     if "env" not in data:
         raise ConfigError(
             "name the environment to evaluate, e.g. `proctor eval alphabet-sort` "
