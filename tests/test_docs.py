@@ -501,3 +501,17 @@ def test_the_readme_library_example_runs(demo_model: str, tmp_path: Path) -> Non
     status, _reward, run_dir = second.split()
     assert status == "completed"
     assert len((tmp_path / run_dir / "traces.jsonl").read_text().splitlines()) == 10
+
+
+def test_the_docs_say_what_a_429_does_to_the_cap() -> None:
+    """cli.md once said "by 10%" while engine.md and the code halve it (#25)."""
+    import inspect
+
+    from proctor.models.limiter import AdaptiveLimiter
+
+    decrease = inspect.signature(AdaptiveLimiter).parameters["decrease"].default
+    assert decrease == 0.5
+    for page in ("cli.md", "engine.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        assert "429" in text and "halves the cap" in text, page
+        assert "by 10%" not in text, page

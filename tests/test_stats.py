@@ -53,7 +53,8 @@ def test_unequal_rollouts_per_example() -> None:
     assert estimate.method == "wilson" and estimate.df == 2
     low, high = proportion_confint(4, 6, alpha=0.05, method="wilson")
     assert estimate.ci95 == pytest.approx((low, high), abs=1e-12)
-    assert estimate.to_json()["rollouts_per_example"] == "1-3"
+    assert estimate.to_json()["rollouts_per_example"] == 3
+    assert estimate.to_json()["min_rollouts_per_example"] == 1
 
 
 def test_grouped_sums_equal_example_by_example() -> None:

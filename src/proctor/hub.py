@@ -10,6 +10,7 @@ publishes one version; a built wheel's content hash is its SHA-256.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,13 +107,28 @@ def _wheel_metadata(wheel: Path) -> dict[str, Any]:
     }
 
 
+def _build_leftovers(project: Path) -> set[Path]:
+    """The directories a build may write into a project folder (and its `src/`)."""
+    found = {project / "build"} if (project / "build").is_dir() else set()
+    for folder in (project, project / "src"):
+        found |= {p for p in folder.glob("*.egg-info") if p.is_dir()}
+    return found
+
+
 def _build_wheel(project: Path, out_dir: Path, *, isolation: bool) -> Path:
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out_dir)]
     if not isolation:
         command.append("--no-build-isolation")
     # Absolute: pip reads a bare word such as `proj` as a package name on the index.
     command.append(str(project.resolve()))
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    before = _build_leftovers(project)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        # A setuptools build writes `build/` and `*.egg-info` into the project: the push
+        # must leave the user's folder as it found it.
+        for leftover in _build_leftovers(project) - before:
+            shutil.rmtree(leftover, ignore_errors=True)
     wheels = sorted(out_dir.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]

@@ -272,7 +272,8 @@ class MeanEstimate:
             "no_interval": self.no_interval,
             "n_samples": self.n_samples,
             "n_examples": self.n_examples,
-            "rollouts_per_example": rollouts_label(self.min_rollouts, self.max_rollouts),
+            "rollouts_per_example": self.max_rollouts,
+            "min_rollouts_per_example": self.min_rollouts,
         }
 
 

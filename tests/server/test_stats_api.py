@@ -89,7 +89,8 @@ def test_stats_with_unequal_rollouts_and_samples_without_example(api: Api) -> No
     reward = api.get(f"/evaluations/{evaluation_id}/stats").json()["reward"]
     assert reward["mean"] == pytest.approx(2 / 3)
     assert reward["se"] == pytest.approx(math.sqrt(1 / 27))
-    assert reward["n_examples"] == 3 and reward["rollouts_per_example"] == "1-3"
+    assert reward["n_examples"] == 3 and reward["rollouts_per_example"] == 3
+    assert reward["min_rollouts_per_example"] == 1
 
 
 def test_stats_change_as_samples_arrive_and_after_finalize(api: Api) -> None:

@@ -26,7 +26,12 @@ def _parser() -> argparse.ArgumentParser:
         "--admin", action="store_true", help="the key sees and may change everything"
     )
     create.add_argument("--evaluation", help="limit the key to this one evaluation id")
-    sub.add_parser("list", help="list keys (never their secrets)")
+    listing = sub.add_parser("list", help="list keys (never their secrets)")
+    listing.add_argument(
+        "--all",
+        action="store_true",
+        help="also list the revoked keys of finished hosted runs (`sandbox:` keys)",
+    )
     revoke = sub.add_parser("revoke", help="revoke a key by id or displayed prefix")
     revoke.add_argument("key", help="key id or prefix as shown by `proctor keys list`")
     add_data_dir_option(sub.choices.values())
@@ -62,7 +67,8 @@ def run(argv: list[str]) -> int:
             )
         elif args.action == "list":
             with db.read() as session:
-                rows = service.list_keys(session)
+                rows = service.list_keys(session, everything=args.all)
+                hidden = len(service.list_keys(session)) - len(rows)
             print(f"{'ID':36}  {'PREFIX':12}  {'NAME':20}  {'USER':16}  FLAGS")
             for key, user in rows:
                 flags = []
@@ -74,6 +80,8 @@ def run(argv: list[str]) -> int:
                     flags.append(f"revoked={as_utc(key.revoked_at):%Y-%m-%dT%H:%M:%SZ}")
                 name, owner = key.name[:20], user.name[:16]
                 print(f"{key.id:36}  {key.prefix:12}  {name:20}  {owner:16}  {' '.join(flags)}")
+            if hidden:
+                print(f"({hidden} revoked sandbox key(s) of finished hosted runs not shown; --all)")
         else:
             with db.write() as session:
                 key = service.revoke_key(session, args.key)

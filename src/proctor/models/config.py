@@ -172,7 +172,7 @@ class JudgeConfig(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     """Per-request timeout of the judge, in seconds."""
     temperature: float | None = Field(default=0.0, ge=0)
-    """The judge's sampling temperature (unset: the endpoint's default)."""
+    """The judge's sampling temperature; 0 gives the same verdict for the same answer."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Most tokens the judge may write per verdict."""
 

@@ -163,9 +163,22 @@ def has_keys(session: Session) -> bool:
     return repository.count_keys(session) > 0
 
 
-def list_keys(session: Session) -> list[tuple[ApiKey, User]]:
-    """Every key with its user."""
-    return repository.list_keys(session)
+SANDBOX_KEY_PREFIX = "sandbox:"
+"""How the names of the keys the launcher mints for one hosted evaluation begin."""
+
+
+def list_keys(session: Session, *, everything: bool = True) -> list[tuple[ApiKey, User]]:
+    """Every key with its user; without `everything`, not the revoked keys of past sandboxes
+    (one per hosted run, which would bury the keys people made)."""
+    rows = repository.list_keys(session)
+    if everything:
+        return rows
+    return [(k, u) for k, u in rows if not (k.revoked_at and is_sandbox_key(k))]
+
+
+def is_sandbox_key(key: ApiKey) -> bool:
+    """True for a key the launcher minted for a sandbox."""
+    return key.name.startswith(SANDBOX_KEY_PREFIX)
 
 
 def revoke_key(session: Session, ref: str) -> ApiKey:

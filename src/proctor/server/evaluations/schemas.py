@@ -213,7 +213,10 @@ class RewardStats(BaseModel):
     """Examples with at least one scored sample."""
     n_errored_examples: int
     """Examples that errored in every rollout."""
-    rollouts_per_example: str
+    rollouts_per_example: int
+    """Most scored rollouts any example has (a number, as in the run's config)."""
+    min_rollouts_per_example: int
+    """Fewest scored rollouts an example has (equal to the above unless some errored)."""
 
 
 class PassAtK(BaseModel):

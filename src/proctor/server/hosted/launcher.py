@@ -49,7 +49,7 @@ from proctor.sandboxes.command import (
 from proctor.sandboxes.confine import MEMORY_LIMIT
 from proctor.sandboxes.packages import install_prefix
 from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
-from proctor.server.auth.service import mint_scoped_key
+from proctor.server.auth.service import SANDBOX_KEY_PREFIX, mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
 from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.db.session import Database
@@ -345,7 +345,9 @@ class Launcher:
             hosted = found[0]
             stored = dict(hosted.config or {})
             stored_secrets = dict(hosted.secrets or {})
-            key = mint_scoped_key(session, evaluation_id, user_id, name=f"sandbox:{evaluation_id}")
+            key = mint_scoped_key(
+                session, evaluation_id, user_id, name=f"{SANDBOX_KEY_PREFIX}{evaluation_id}"
+            )
         secrets = dict(stored_secrets.get("custom_secrets") or {})
         eval_config = dict(stored.get("eval_config") or {})
         if "headers" in stored_secrets:  # credential-like headers are masked in the config

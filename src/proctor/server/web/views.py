@@ -49,6 +49,7 @@ from proctor.server.web.pages import (
     SampleTrace,
     ToolCall,
 )
+from proctor.stats import rollouts_label
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def mean_cell(figures: dict[str, Any]) -> MeanCell:
         n_examples=reward["n_examples"],
         n_samples=reward["n_samples"],
         n_errored=reward["n_errored"],
-        rollouts=reward["rollouts_per_example"],
+        rollouts=rollouts_label(reward["min_rollouts_per_example"], reward["rollouts_per_example"]),
         headline=figures["headline"],
     )
 
