@@ -1,4 +1,4 @@
-"""`proctor evals list|get|compare|create|finalize`: evaluations on the platform at
+"""`proctor evals list|get|compare|export|create|finalize`: evaluations on the platform at
 PROCTOR_API_URL.
 
 Every figure comes from the platform's statistics (`/evaluations/{id}/stats` and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, cast
 
 from proctor.cli._parser import CommandParser
 
@@ -42,6 +42,21 @@ def _parser() -> argparse.ArgumentParser:
         "run each shard with the same ones plus --shard I/N --run.attach ID.",
     )
     create.add_argument("eval_args", nargs=argparse.REMAINDER, help="proctor eval's arguments")
+    export = sub.add_parser(
+        "export",
+        help="write an evaluation's samples as JSON lines, CSV or Parquet",
+        description="Parquet needs pyarrow: pip install 'proctor[parquet]'.",
+    )
+    export.add_argument("id", help="evaluation id")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        default=None,
+        help="file format (default: from -o's suffix, else jsonl)",
+    )
+    export.add_argument(
+        "-o", "--output", default=None, help="file to write, - for stdout (default: ID.FORMAT)"
+    )
     finalize = sub.add_parser(
         "finalize", help="close a sharded evaluation once it holds every sample"
     )
@@ -113,6 +128,8 @@ def run(argv: list[str]) -> int:
                 f"error rate {summary['avg_error']:.1%}"
             )
             return 0
+        if args.action == "export":
+            return _export(client, args)
         if args.action == "compare":
             answer = remote.compare(
                 client, [args.baseline, args.candidate], pass_threshold=args.pass_threshold
@@ -134,6 +151,21 @@ def run(argv: list[str]) -> int:
         return 0
     finally:
         client.close()
+
+
+def _export(client: Any, args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from proctor.runs import ExportFormat, export_evaluation
+
+    suffix = Path(args.output).suffix.lstrip(".") if args.output not in (None, "-") else ""
+    format = args.format or (suffix if suffix in ("jsonl", "csv", "parquet") else "jsonl")
+    target = None if args.output == "-" else Path(args.output or f"{args.id}.{format}")
+    count = export_evaluation(client, args.id, target, format=cast("ExportFormat", format))
+    where = "stdout" if target is None else str(target)
+    print(f"wrote {count} sample(s) of evaluation {args.id} to {where}", file=sys.stderr)
+    return 0
 
 
 def _create(eval_args: list[str]) -> int:

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("eval_cmd", "Run an environment against a model and write a run directory."),
     "envs": ("envs_cmd", "List the installed environments."),
     "demo-model": ("demo_model_cmd", "Serve the scripted demo model over OpenAI-compatible HTTP."),
-    "runs": ("runs_cmd", "Work with local run directories (sync unsent samples)."),
+    "runs": ("runs_cmd", "Work with local run directories (list, sync, export)."),
     "server": ("server_cmd", "Run the platform server (REST API + dashboard)."),
     "keys": ("keys_cmd", "Create, list and revoke API keys."),
     "teams": ("teams_cmd", "Create teams and manage their members."),

@@ -1,6 +1,6 @@
 """`proctor runs sync RUN_DIR`: send what a run directory still holds for the platform;
 `proctor runs export RUN_DIR`: write it as `metadata.json` + `results.jsonl` (what
-`prime eval push` and `vf-eval` read)."""
+`prime eval push` and `vf-eval` read); `proctor runs list`: the earlier runs in `-o`."""
 
 from __future__ import annotations
 
@@ -51,7 +51,55 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where to write the two files (default: RUN_DIR)",
     )
+    listing = sub.add_parser(
+        "list",
+        help="list the earlier runs in an output directory",
+        description=(
+            "List the run directories under -o (newest first): name, environment, model, "
+            "episodes done, status (running, completed, incomplete: continue it with "
+            "--resume, failed, cancelled) and the evaluation it pushed to."
+        ),
+    )
+    listing.add_argument(
+        "-o",
+        "--output-dir",
+        type=Path,
+        default=Path("outputs"),
+        help="the output directory proctor eval wrote to",
+    )
+    listing.add_argument("--json", action="store_true", help="print the runs as JSON")
     return parser
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+    from dataclasses import asdict
+
+    from proctor.eval.run_list import list_runs
+
+    runs = list_runs(args.output_dir)
+    if args.json:
+        print(json.dumps([asdict(r) for r in runs], indent=2))
+        return 0
+    if not runs:
+        print(f"no runs in {args.output_dir}/ (proctor eval writes them there)", file=sys.stderr)
+        return 0
+    rows = [("NAME", "ENV", "MODEL", "EPISODES", "STATUS", "EVALUATION")]
+    for r in runs:
+        done = f"{r.episodes}/{r.expected}" if r.expected else str(r.episodes)
+        if r.errored:
+            done += f" ({r.errored} errored)"
+        rows.append((r.name, r.env, r.model, done, r.status, r.evaluation or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]))
+    if any(r.status == "incomplete" for r in runs):
+        print(
+            f"continue an incomplete run with: proctor eval ... -o {args.output_dir} "
+            "--run.dir NAME --resume",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -81,6 +129,8 @@ def run(argv: list[str]) -> int:
         return 0 if not argv else 2
     if args.action == "export":
         return _export(args)
+    if args.action == "list":
+        return _list(args)
     from proctor.runs import sync_run_dir
 
     handler = logging.StreamHandler(sys.stderr)

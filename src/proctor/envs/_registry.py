@@ -15,6 +15,7 @@ names proctor's own.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 from importlib.metadata import EntryPoint, entry_points
@@ -67,9 +68,11 @@ def load_environment(name: str, **env_args: Any) -> Environment:
     ep = eps.get(own)
     if ep is None:
         installed = ", ".join(sorted(eps)) or "none"
+        near = difflib.get_close_matches(own, list(eps), n=1, cutoff=0.75)
+        guess = f"did you mean {near[0]}? " if near else ""
         raise EnvironmentNotFound(
             f"no environment named {name!r} is installed (installed: {installed}); "
-            "pick one of those or install the package that provides it."
+            f"{guess}pick one of those or install the package that provides it."
         )
     return _load(own, ep, env_args)
 

@@ -40,15 +40,18 @@ reopens the evaluation the same run directory created: one run directory, one ev
 
 from proctor.projection import project_record as project_sample
 from proctor.runs._client import PlatformClient
+from proctor.runs._export import ExportFormat, export_evaluation
 from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, config_file_path, load_settings
 from proctor.runs._sharded import create_sharded, finalize_sharded
+from proctor.runs._state import upload_of
 from proctor.runs._summary import summarize
 from proctor.runs._sync import SyncReport, sync_run_dir
 from proctor.runs._uploader import RunCounters, UploaderOptions
 
 __all__ = [
     "ClientSettings",
+    "ExportFormat",
     "PlatformClient",
     "Run",
     "RunCounters",
@@ -57,10 +60,12 @@ __all__ = [
     "UploaderOptions",
     "config_file_path",
     "create_sharded",
+    "export_evaluation",
     "finalize_sharded",
     "init",
     "load_settings",
     "project_sample",
     "summarize",
     "sync_run_dir",
+    "upload_of",
 ]

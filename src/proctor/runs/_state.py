@@ -130,3 +130,22 @@ def retire_state(directory: Path) -> None:
     """Hide a superseded state from `spool_dirs` (kept as `run.json.superseded`)."""
     with contextlib.suppress(OSError):
         os.replace(directory / STATE_FILE, directory / (STATE_FILE + ".superseded"))
+
+
+def upload_of(run_dir: Path) -> tuple[str, str] | None:
+    """(evaluation id, what remains) of the newest evaluation a run directory logged to, or
+    None for a run that never pushed: `on the platform`, `unsynced`, or `offline` (the
+    evaluation does not exist yet); both of the last two are what `proctor runs sync` is for.
+    """
+    dirs = spool_dirs(run_dir)
+    for directory in reversed(dirs):
+        try:
+            state = RunState.load(directory)
+        except (OSError, ValueError):
+            continue
+        if state.pending_create is not None:
+            return state.evaluation_id, "offline"
+        if state.phase == "finish_pending":
+            return state.evaluation_id, "unsynced"
+        return state.evaluation_id, "on the platform"
+    return None
