@@ -8,13 +8,18 @@ from typing import Any
 
 import pytest
 
-from proctor.envs import load_environment
-from proctor.envs.verifiers import VerifiersEnvironment, _resolve, is_verifiers_environment
+from proctor.envs import list_environments, load_environment
+from proctor.envs.verifiers import (
+    VerifiersEnvironment,
+    _resolve,
+    installed_environments,
+    is_verifiers_environment,
+)
 from proctor.envs.verifiers._environment import episode_from_verifiers
 from proctor.envs.verifiers._harness_index import script_dependencies, write_simple_index
 from proctor.errors import ConfigError
 from proctor.projection import project_episode, project_record
-from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, use_vendored_envs
+from tests.envs.verifiers_fixtures import ENVS_DIR, SUBPROCESS_RUNTIME, use_vendored_envs
 
 pytest.importorskip("verifiers")
 
@@ -157,3 +162,46 @@ def test_a_builtin_named_with_its_prefix_gets_one_run_directory() -> None:
     from proctor.eval.config import default_run_name
 
     assert default_run_name("proctor/alphabet-sort", "demo").startswith("proctor--alphabet-sort--")
+
+
+def _install(site: Path, package: str, dist: str, version: str) -> None:
+    """Install a vendored environment into `site` as pip does (package and dist-info)."""
+    import shutil
+
+    shutil.copytree(ENVS_DIR / package / package, site / package)
+    info = site / f"{package}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nRequires-Dist: verifiers\n"
+    )
+    (info / "top_level.txt").write_text(f"{package}\n")
+
+
+def test_envs_list_shows_installed_verifiers_environments_beside_proctors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _install(tmp_path, "alphabet_sort", "alphabet-sort", "0.3.1")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listed = dict(installed_environments())
+    assert listed["alphabet-sort"] == "alphabet-sort@0.3.1"
+    # A vendored folder on the path is not an installed package; verifiers' own tasksets are.
+    assert "glossary" not in listed
+    bundled = [source for source in listed.values() if source.endswith("(bundled)")]
+    assert bundled and all(s.startswith("verifiers@") for s in bundled)
+    infos = {info.name: info for info in list_environments()}
+    assert infos["alphabet-sort"].framework == "verifiers"
+    assert infos["alphabet-sort"].entry_point == "alphabet-sort@0.3.1"
+    # proctor's own, shadowed by the bare name, is listed under the name that runs it.
+    assert infos["proctor/alphabet-sort"].framework == "proctor"
+    assert infos["arithmetic"].framework == "proctor"
+
+
+def test_a_verifiers_environment_knows_the_package_and_version_that_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A source checkout on the path: its pyproject.toml says which package it is.
+    env = load_environment("glossary", **SUBPROCESS_RUNTIME)
+    assert (env.package, env.version) == ("glossary", "0.1.0")
+    _install(tmp_path, "scratchpad", "scratchpad", "2.0.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _resolve.package_of("scratchpad") == ("scratchpad", "2.0.0")

@@ -106,8 +106,12 @@ def run(argv: list[str]) -> int:
     table.add_column("name", style="bold")
     table.add_column("tasks", justify="right")
     table.add_column("description")
+    table.add_column("from")
     for info in infos:
-        size = {"infinite": "infinite (-n)", "broken": "-"}.get(info.kind, str(info.size))
-        table.add_row(info.name, size, info.description)
+        size = "infinite (-n)" if info.kind == "infinite" else str(info.size or "-")
+        origin = info.entry_point.split(":")[0]
+        if info.framework != "proctor":
+            origin = f"{info.framework}: {info.entry_point}"
+        table.add_row(info.name, size, info.description, origin)
     PipeConsole(soft_wrap=False).print(table)
     return 0

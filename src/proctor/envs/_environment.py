@@ -37,7 +37,10 @@ class EnvironmentInfo:
     size: int | None
     """Number of tasks, or None for an infinite stream."""
     entry_point: str = ""
-    """Where it was loaded from (`module:function`)."""
+    """Where it comes from: `module:function` for a proctor environment, `package@version`
+    for a verifiers one."""
+    framework: str = "proctor"
+    """What runs it: `proctor` (an entry point) or `verifiers` (a verifiers taskset)."""
 
 
 class Environment:

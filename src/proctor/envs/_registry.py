@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import logging
+from dataclasses import replace
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -116,9 +117,12 @@ def _load(name: str, ep: EntryPoint, env_args: dict[str, Any]) -> Environment:
 
 
 def list_environments() -> list[EnvironmentInfo]:
-    """Every installed environment, sorted by name, loaded with its default arguments.
+    """Every installed environment, sorted by name: proctor's, loaded with their default
+    arguments, and the installed verifiers environments (not loaded).
 
-    One that fails to load is listed with kind `broken` and the reason as its description.
+    One that fails to load is listed with kind `broken` and the reason as its description. A
+    proctor environment that a verifiers one of the same name shadows is listed as
+    `proctor/NAME`, the name that runs it.
     """
     infos: list[EnvironmentInfo] = []
     for name, ep in sorted(_entry_points().items()):
@@ -129,4 +133,17 @@ def list_environments() -> list[EnvironmentInfo]:
             infos.append(EnvironmentInfo(name, f"failed to load: {e}", "broken", None, ep.value))
             continue
         infos.append(EnvironmentInfo(info.name, info.description, info.kind, info.size, ep.value))
-    return infos
+    from proctor.envs.verifiers import installed_environments
+
+    verifiers = installed_environments()
+    shadowed = {name for name, _ in verifiers}
+    # A shadowed one runs as `proctor/NAME`; the bare name runs the verifiers one.
+    infos = [
+        replace(info, name=f"{BUILTIN_PREFIX}{info.name}") if info.name in shadowed else info
+        for info in infos
+    ]
+    for name, source in verifiers:
+        # Not loaded: counting a taskset's tasks may read a dataset from a hub.
+        description = "verifiers environment (tasks counted when it runs)"
+        infos.append(EnvironmentInfo(name, description, "finite", None, source, "verifiers"))
+    return sorted(infos, key=lambda info: info.name.removeprefix(BUILTIN_PREFIX))

@@ -279,7 +279,7 @@ class _Run:
                 push=config.push,
                 attach=config.run.attach,
                 name=config.run.name or "",
-                environment=config.env,
+                environment=_ran(config.env, self.env),
                 model=config.model,
                 config=config.saved_form(),
                 run_dir=self.run_dir.path,
@@ -453,3 +453,10 @@ class _Run:
                 loop.remove_signal_handler(sig)
             view.stop(stats)
             writer.close()
+
+
+def _ran(name: str, env: Environment) -> str:
+    """`name@version` of what runs, when the environment knows its package's version and
+    the name does not pin one: the platform records it as the evaluation's `ref`."""
+    version = getattr(env, "version", None)
+    return f"{name}@{version}" if isinstance(version, str) and "@" not in name else name

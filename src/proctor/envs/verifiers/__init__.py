@@ -14,11 +14,12 @@ Needs the optional extra `proctor[verifiers]`.
 
 from proctor.envs.verifiers._environment import VerifiersEnvironment, load_verifiers_environment
 from proctor.envs.verifiers._harness_index import build_harness_index
-from proctor.envs.verifiers._resolve import is_verifiers_environment
+from proctor.envs.verifiers._resolve import installed_environments, is_verifiers_environment
 
 __all__ = [
     "VerifiersEnvironment",
     "build_harness_index",
+    "installed_environments",
     "is_verifiers_environment",
     "load_verifiers_environment",
 ]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.envs import Environment, Episode, Task, Taskset
-from proctor.envs.verifiers._resolve import env_config, one_line
+from proctor.envs.verifiers._resolve import env_config, one_line, package_of
 from proctor.errors import ConfigError
 from proctor.projection import project_episode, summary_trace_index
 
@@ -84,6 +84,11 @@ class VerifiersEnvironment(Environment):
 
     def __init__(self, name: str, vf_env: Any) -> None:
         self.vf_env = vf_env
+        package = package_of(name)
+        self.package: str | None = package[0] if package else None
+        """The distribution that provides it (`verifiers` for a bundled taskset)."""
+        self.version: str | None = package[1] if package else None
+        """That distribution's version: a pushed run records `owner/name@version`."""
         self._vf_tasks: dict[int, Any] = {}
         vf_taskset = vf_env.taskset
         if vf_taskset.INFINITE:

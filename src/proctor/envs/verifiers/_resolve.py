@@ -10,7 +10,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import re
 import sys
+import tomllib
+from importlib import metadata
+from importlib.metadata import packages_distributions
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +94,111 @@ def is_verifiers_environment(name: str) -> bool:
             "fix or reinstall its package."
         ) from e
     return True
+
+
+def bundled_tasksets() -> list[str]:
+    """The taskset ids verifiers ships (`verifiers/v1/tasksets/*`), read from disk."""
+    spec = _find_spec("verifiers")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found: set[str] = set()
+    for root in spec.submodule_search_locations:
+        base = Path(root) / "v1" / "tasksets"
+        for entry in base.glob("*") if base.is_dir() else ():
+            stem = entry.stem if entry.suffix == ".py" else entry.name
+            if stem.startswith("_") or not stem.isidentifier():
+                continue
+            if entry.suffix == ".py" or (entry / "__init__.py").is_file():
+                found.add(stem.replace("_", "-"))
+    return sorted(found)
+
+
+def package_of(name: str) -> tuple[str, str | None] | None:
+    """The distribution that provides the verifiers environment `name` and its version:
+    the installed package's (verifiers' own for a bundled taskset), else the version in the
+    `pyproject.toml` beside a source checkout on the path; None when nothing says."""
+    module = module_name(name)
+    spec = _find_spec(module)
+    if spec is None:
+        return ("verifiers", _version("verifiers")) if _bundled(module) else None
+    # The distribution is usually named as its module; scanning them all costs seconds.
+    for guess in dict.fromkeys((module, module.replace("_", "-"))):
+        if module in _top_level_of(guess):
+            return guess, _version(guess)
+    origin = Path(spec.origin) if spec.origin else None
+    project = origin.parent.parent / "pyproject.toml" if origin else None
+    if project is not None and project.is_file():
+        try:
+            meta = tomllib.loads(project.read_text()).get("project", {})
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        if isinstance(meta.get("name"), str):
+            version = meta.get("version")
+            return meta["name"], version if isinstance(version, str) else None
+    for dist in packages_distributions().get(module, []):
+        return dist, _version(dist)
+    return None
+
+
+def _top_level_of(dist: str) -> list[str]:
+    try:
+        return _top_level(metadata.distribution(dist))
+    except metadata.PackageNotFoundError:
+        return []
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def installed_environments() -> list[tuple[str, str]]:
+    """Each installed verifiers environment, as `vf-eval` names it, and where it comes from
+    (`package@version`, or `verifiers@version (bundled)`), sorted by name.
+
+    A package is one when it depends on verifiers and a module of it exports a taskset;
+    bundled tasksets come from verifiers itself.
+    """
+    if _find_spec("verifiers") is None:
+        return []
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        dist_name = dist.metadata["Name"] or ""
+        if dist_name.lower() == "verifiers" or not _requires_verifiers(dist):
+            continue
+        for module in _top_level(dist):
+            name = module.replace("_", "-")
+            try:
+                if is_verifiers_environment(module):
+                    found[name] = f"{dist_name}@{dist.version}"
+            except ConfigError as e:
+                logger.warning("verifiers environment %s is broken: %s", name, e)
+    bundled = f"verifiers@{_version('verifiers')} (bundled)"
+    for name in bundled_tasksets():
+        found.setdefault(name, bundled)
+    return sorted(found.items())
+
+
+_REQUIRES_VERIFIERS = re.compile(r"^verifiers\b(?!-)", re.IGNORECASE)
+
+
+def _requires_verifiers(dist: metadata.Distribution) -> bool:
+    return any(_REQUIRES_VERIFIERS.match(req) for req in dist.requires or ())
+
+
+def _top_level(dist: metadata.Distribution) -> list[str]:
+    """The importable top-level modules a distribution installs."""
+    text = dist.read_text("top_level.txt")
+    if text:
+        return [line.strip() for line in text.splitlines() if line.strip().isidentifier()]
+    modules: set[str] = set()
+    for file in dist.files or ():
+        top = (file.parts[0] if file.parts else "").removesuffix(".py")
+        if top.isidentifier() and top != "__pycache__":
+            modules.add(top)
+    return sorted(modules)
 
 
 def env_config(name: str, env_args: dict[str, Any]) -> Any:
