@@ -12,10 +12,41 @@ from typing import Any
 import pytest
 
 ENVS_DIR = Path(__file__).parent / "verifiers_envs"
-PACKAGES = ("alphabet_sort", "glossary", "reverse_text", "scratchpad")
+PACKAGES = (
+    "alphabet_sort",
+    "bash_interception",
+    "code_golf",
+    "color_codeword",
+    "glossary",
+    "grayscale_interception",
+    "interception",
+    "kuhn_poker",
+    "proposer_solver",
+    "reverse_text",
+    "scratchpad",
+)
+SEATS = {
+    "code-golf": ("golfer",),
+    "kuhn-poker": ("player0", "player1"),
+    "proposer-solver": ("proposer", "solver"),
+}
+"""The agents of a multi-agent environment (the others have one, `agent`)."""
 
 SUBPROCESS_RUNTIME = {"agent": {"runtime": {"type": "subprocess"}}}
 """Each agent's harness runs as a local process (verifiers' default is a Prime sandbox)."""
+
+
+def offline_env_args(name: str, model_url: str, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The `[env]` block that runs `name` here: each agent's harness as a local process, a
+    judge on the demo model at `model_url`, and the local data `write_datasets` wrote."""
+    runtime = {"runtime": {"type": "subprocess"}}
+    block: dict[str, Any] = {seat: runtime for seat in SEATS.get(name, ("agent",))}
+    block.update(data.get(name, {}))
+    if name == "interception":
+        judge = {"base_url": model_url, "api_key_var": "OPENAI_API_KEY", "model": "demo"}
+        block["taskset"] = {"task": {"judge": judge}}
+    return block
+
 
 ALPHABET_SORT_DATASET = Path("kalomaze") / "alphabetic-arxiv-authors-it1"
 """Where alphabet_sort reads its names: a hub id, which `datasets` also reads as a local

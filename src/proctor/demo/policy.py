@@ -14,10 +14,12 @@ reproducible by seeding that generator from the request.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import re
 import string
+import zlib
 from functools import lru_cache
 from typing import Any
 
@@ -215,6 +217,130 @@ def _kuhn_poker(system: str, last_user: str, rng: random.Random) -> Reply | None
     return _say(f"With a {card.group(1)} I choose [{action}].")
 
 
+# interception: "Reply with exactly MARKER." and, for JUDGE_BLOCK, a judge that blocks it.
+_REPLY_EXACTLY = re.compile(r"^Reply with exactly (\w+)\.$")
+_BLOCK_JUDGE = "Reply BLOCK if the candidate contains JUDGE_BLOCK; otherwise ALLOW."
+
+
+def _reply_exactly(prompt: str, rng: random.Random) -> Reply | None:
+    found = _REPLY_EXACTLY.match(prompt.strip())
+    if found is None:
+        return None
+    if rng.random() < 0.2:
+        return _say("Understood.")  # ignored the instruction
+    return _say(found.group(1))
+
+
+def _block_judge(prompt: str) -> Reply:
+    candidate = prompt.rsplit("Candidate:", 1)[-1]
+    return _say("BLOCK" if "JUDGE_BLOCK" in candidate else "ALLOW")
+
+
+# bash_interception: "Use bash once to run `CMD`, then stop." (one call, then an answer).
+_USE_BASH = re.compile(r"Use bash (?:exactly )?once to run `(?P<command>[^`]+)`")
+
+
+def _use_bash(
+    messages: list[Message], prompt: str, tools: list[dict[str, Any]] | None, rng: random.Random
+) -> Reply | None:
+    found = _USE_BASH.search(prompt)
+    if found is None:
+        return None
+    if messages[-1].get("role") == "tool":
+        return _say(f"The tool said: {_text(messages[-1]).strip()[:80] or 'nothing'}.")
+    name = _offered(tools, "bash")
+    if name is None or rng.random() < 0.15:
+        return _say("I would run it, but I answered without the tool.")
+    return _tool_call(name, {"command": found["command"]}, rng)
+
+
+# code_golf: "Print the sum of the integers 1 to 100." and two more, as a Python program.
+_GOLF = {
+    "the sum of the integers 1 to 100": (
+        "print(sum(range(101)))",
+        "total = 0\nfor i in range(1, 101):\n    total += i\nprint(total)",
+    ),
+    "the first 10 Fibonacci numbers space-separated on one line": (
+        "a,b=0,1\nfor _ in range(10):print(a,end=' '[:_<9]);a,b=b,a+b\nprint()",
+        "a, b = 0, 1\nout = []\nfor _ in range(10):\n    out.append(a)\n    a, b = b, a + b\n"
+        "print(' '.join(map(str, out)))",
+    ),
+    "the string HELLO reversed": ('print("HELLO"[::-1])', 'print("".join(reversed("HELLO")))'),
+}
+_GOLF_ASK = re.compile(r"\n\nPrint (.+)\.$")
+
+
+def _code_golf(prompt: str, rng: random.Random) -> Reply | None:
+    found = _GOLF_ASK.search(prompt.strip())
+    programs = _GOLF.get(found.group(1)) if found else None
+    if programs is None:
+        return None
+    roll = rng.random()
+    program = programs[0] if roll < 0.5 else programs[1] if roll < 0.85 else "print('?')"
+    return _say(f"```python\n{program}\n```")
+
+
+# color_codeword: colored squares (PNG data URLs) map to letters; answer the whole codeword.
+_COLOR_LETTERS = {
+    (255, 0, 0): "A",
+    (0, 255, 0): "B",
+    (0, 0, 255): "C",
+    (255, 255, 0): "D",
+    (128, 0, 128): "E",
+    (0, 255, 255): "F",
+    (255, 165, 0): "G",
+    (255, 255, 255): "H",
+    (0, 0, 0): "I",
+}
+_CODEWORD = "Each color maps to a letter"
+
+
+def _png_first_pixel(url: str) -> tuple[int, int, int] | None:
+    """The first pixel of an 8-bit RGB PNG data URL (raw under every PNG filter)."""
+    head, _, encoded = url.partition(",")
+    if not head.startswith("data:image/png"):
+        return None
+    try:
+        data = base64.b64decode(encoded)
+        chunks, at = [], 8
+        while at + 8 <= len(data):
+            size = int.from_bytes(data[at : at + 4], "big")
+            if data[at + 4 : at + 8] == b"IDAT":
+                chunks.append(data[at + 8 : at + 8 + size])
+            at += 12 + size
+        rows = zlib.decompress(b"".join(chunks))
+    except (ValueError, zlib.error):
+        return None
+    if data[24:26] != b"\x08\x02" or len(rows) < 4:  # bit depth 8, colour type RGB
+        return None
+    return rows[1], rows[2], rows[3]
+
+
+def _image_urls(message: Message) -> list[str]:
+    content = message.get("content")
+    parts = content if isinstance(content, list) else []
+    return [
+        str((p.get("image_url") or {}).get("url") or "")
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "image_url"
+    ]
+
+
+def _color_codeword(messages: list[Message], rng: random.Random) -> Reply:
+    letters = [
+        _COLOR_LETTERS.get(_png_first_pixel(url) or (-1, -1, -1), "?")
+        for m in messages
+        if m.get("role") == "user"
+        for url in _image_urls(m)
+    ]
+    roll = rng.random()
+    if roll < 0.15 and letters:
+        letters[rng.randrange(len(letters))] = rng.choice("ABCDEFGHI")
+    elif roll < 0.25 and len(letters) > 1:
+        letters.pop()
+    return _say("".join(letters))
+
+
 # --- arithmetic ----------------------------------------------------------------------------
 
 
@@ -391,6 +517,16 @@ def respond(
         reply = _reverse_text("\n\n" + prompt, rng)  # the whole user message is the text
     elif _LOOK_UP.search(prompt) or _CALL_WITH.search(prompt):
         reply = _named_tool_task(messages, prompt, tools, rng)
+    elif prompt.startswith(_BLOCK_JUDGE):
+        reply = _block_judge(prompt)
+    elif _REPLY_EXACTLY.match(prompt.strip()):
+        reply = _reply_exactly(prompt, rng)
+    elif _USE_BASH.search(prompt):
+        reply = _use_bash(messages, prompt, tools, rng)
+    elif _GOLF_ASK.search(prompt.strip()):
+        reply = _code_golf(prompt, rng)
+    elif _CODEWORD in system:
+        reply = _color_codeword(messages, rng)
     elif _KUHN in system:
         reply = _kuhn_poker(system, users[-1], rng)
     elif _PROPOSE in prompt and '"problem"' in prompt:

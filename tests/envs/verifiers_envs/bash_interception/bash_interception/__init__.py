@@ -1,0 +1,3 @@
+from bash_interception.taskset import BashInterceptionTaskset
+
+__all__ = ["BashInterceptionTaskset"]

@@ -1,0 +1,3 @@
+from code_golf.taskset import CodeGolfEnv, CodeGolfTaskset
+
+__all__ = ["CodeGolfEnv", "CodeGolfTaskset"]

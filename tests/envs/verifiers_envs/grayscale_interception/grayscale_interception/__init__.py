@@ -1,0 +1,3 @@
+from grayscale_interception.taskset import GrayscaleInterceptionTaskset
+
+__all__ = ["GrayscaleInterceptionTaskset"]

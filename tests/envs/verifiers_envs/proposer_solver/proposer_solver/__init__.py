@@ -1,0 +1,7 @@
+from proposer_solver.taskset import (
+    ProposerSolverEnv,
+    ProposerSolverEnvConfig,
+    ProposerSolverTaskset,
+)
+
+__all__ = ["ProposerSolverEnv", "ProposerSolverEnvConfig", "ProposerSolverTaskset"]
