@@ -208,3 +208,72 @@ def test_kuhn_poker_plays_one_legal_bracketed_action_by_its_card() -> None:
     assert {play("K", "[fold] or [call]", s) for s in range(10)} == {"call"}
     jacks = [play("J", "[fold] or [call]", s) for s in range(40)]
     assert set(jacks) == {"fold", "call"} and jacks.count("fold") > jacks.count("call")
+
+
+def test_interception_replies_its_marker_and_its_judge_blocks_only_that_marker() -> None:
+    replies = [
+        respond(_user("Reply with exactly JUDGE_BLOCK."), None, random.Random(s))[0]["content"]
+        for s in range(20)
+    ]
+    assert set(replies) == {"JUDGE_BLOCK", "Understood."}
+    judge = (
+        "Reply BLOCK if the candidate contains JUDGE_BLOCK; otherwise ALLOW.\n\n{}\n\nCandidate:\n"
+    )
+    for candidate, verdict in (("JUDGE_BLOCK", "BLOCK"), ("STOP", "ALLOW")):
+        reply = respond(_user(judge + candidate), None, random.Random(0))[0]["content"]
+        assert reply == verdict
+
+
+def test_bash_interception_runs_the_command_once_then_answers() -> None:
+    bash = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    prompt = _user("Use bash once to run `touch bash-tool-executed`, then stop.")
+    calls = 0
+    for seed in range(20):
+        message, finish = respond(prompt, bash, random.Random(seed))
+        if finish == "tool_calls":
+            calls += 1
+            arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
+            assert arguments == {"command": "touch bash-tool-executed"}
+    assert 12 <= calls < 20
+    result = {"role": "tool", "tool_call_id": "c", "content": "ok"}
+    assert respond([*prompt, result], bash, random.Random(0))[1] == "stop"
+
+
+def test_code_golf_writes_a_program_that_prints_the_answer_mostly() -> None:
+    prompt = _user(
+        "Write a program ... one ```python code block.\n\nPrint the string HELLO reversed."
+    )
+    programs = {
+        respond(prompt, None, random.Random(s))[0]["content"].split("\n")[1] for s in range(30)
+    }
+    assert 'print("HELLO"[::-1])' in programs and len(programs) == 3
+
+
+def _png(rgb: tuple[int, int, int]) -> str:
+    """A 2x2 RGB PNG as a data URL (what verifiers' `image_data_url` makes)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + bytes(rgb) * 2 for _ in range(2))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def test_color_codeword_reads_the_squares_colours_across_turns() -> None:
+    def squares(*colours: tuple[int, int, int]) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": _png(c)}} for c in colours
+        ]
+        return {"role": "user", "content": [*parts, {"type": "text", "text": "Here are squares."}]}
+
+    system = {"role": "system", "content": "Each color maps to a letter: Red=A, ..."}
+    turns = [system, squares((255, 0, 0), (0, 0, 255))]
+    turns += [{"role": "assistant", "content": "AC"}, squares((0, 0, 0), (255, 165, 0))]
+    answers = [respond(turns, None, random.Random(s))[0]["content"] for s in range(20)]
+    assert answers.count("ACIG") >= 12
