@@ -176,6 +176,7 @@ class LocalSandbox:
                 endpoints=list(spec.endpoints),
                 package=spec.package,
                 hidden=[str(p) for p in spec.hidden],
+                readonly=[str(p) for p in spec.readonly],
                 env_file=str(env_file),
             )
             command = command_line(policy)

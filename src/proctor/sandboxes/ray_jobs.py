@@ -166,6 +166,7 @@ class RaySandbox:
                 limits=self.limits,
                 endpoints=list(spec.endpoints),
                 package=spec.package,
+                readonly=[str(p) for p in spec.readonly],
             )
             metadata[CONFINE_METADATA_KEY] = policy.model_dump_json(
                 exclude={"command", "workdir", "env_file"}

@@ -42,6 +42,8 @@ class SandboxSpec:
     (`proctor.sandboxes.packages.prepare`'s arguments)."""
     hidden: tuple[Path, ...] = ()
     """Paths a confined sandbox never sees, even inside its runtime (the data dir)."""
+    readonly: tuple[Path, ...] = ()
+    """More host folders a confined sandbox sees read-only (a harness index, datasets)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,14 @@ from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import Environment, EnvironmentVersion
 from proctor.server.db.session import Database
-from proctor.server.environments import access, artifacts, repository, shapes, versions
+from proctor.server.environments import (
+    access,
+    artifacts,
+    drivers,
+    repository,
+    shapes,
+    versions,
+)
 from proctor.server.environments.schemas import (
     FinalizeOut,
     UploadSlot,
@@ -190,11 +197,15 @@ def finalize_wheel(
     that would hold every writer back while it is inspected).
     """
     with db.read() as session:
-        wheel = _uploaded_wheel(session, principal, env_id, wheel_id, settings)
-    if wheel is None:
+        uploaded = _uploaded_wheel(session, principal, env_id, wheel_id, settings)
+    if uploaded is None:
         return "already published"
+    wheel, name, label = uploaded
+    driver: drivers.Driver | None = None
     try:
-        facts: artifacts.WheelFacts | None = artifacts.read_wheel(wheel)
+        read = artifacts.read_wheel(wheel)
+        driver = drivers.driver_of(wheel, read, name=name, label=label)
+        facts: artifacts.WheelFacts | None = read
         refusal: InvalidInput | None = None
     except InvalidInput as e:
         facts, refusal = None, e
@@ -214,6 +225,7 @@ def finalize_wheel(
                 "requires_dist": facts.requires_dist,
                 "entry_points": facts.entry_points,
                 "summary": facts.summary,
+                **(driver.details() if driver is not None else {}),
             }
     if refusal is not None:
         raise refusal
@@ -222,8 +234,9 @@ def finalize_wheel(
 
 def _uploaded_wheel(
     session: Session, principal: Principal, env_id: str, wheel_id: str, settings: Settings
-) -> Path | None:
-    """The uploaded wheel to check (None: the version is already published)."""
+) -> tuple[Path, str, str] | None:
+    """The uploaded wheel to check, the environment's name and the push's label (None: the
+    version is already published)."""
     env = access.pushable(session, principal, env_id)
     version = _announced(session, env, wheel_id, "wheel")
     if version.status == "READY":
@@ -234,7 +247,7 @@ def _uploaded_wheel(
             "The wheel was not uploaded yet; PUT it to the upload URL, then finalize.",
             code="upload_missing",
         )
-    return wheel
+    return wheel, env.name, versions.full_name(env, version)
 
 
 def prepare_version(

@@ -259,6 +259,10 @@ def runnable(
             )
         env = found
     version = versions.version_of(session, env, version_ref)
-    if version is None or (version.details or {}).get("installed"):
+    details = (version.details or {}) if version is not None else {}
+    if version is None or details.get("installed"):
         return Runnable(env, version, env.name)
+    if details.get("driver") == "verifiers":
+        # Resolved in the sandbox as vf-eval resolves a hub id (`owner/name@version`).
+        return Runnable(env, version, versions.full_name(env, version))
     return Runnable(env, version, _entry_point(env, version))

@@ -393,6 +393,7 @@ class Launcher:
             "PROCTOR_API_URL": self.api_url,
             "PROCTOR_API_KEY": key,
             "PROCTOR_RUNS_MODE": "online",
+            **self.settings.sandbox_environment(),
             **secret_environment(config),
         }
         if config.api_key_var and config.api_key_var not in secrets:
@@ -410,6 +411,7 @@ class Launcher:
             endpoints=self._endpoints(config),
             package=built,
             hidden=(self.data_dir,),
+            readonly=self.settings.readonly_paths(),
         )
         handle = self.backend.start(spec)
         # Recorded at once, so a launcher dying before the database write cannot orphan it.

@@ -6,6 +6,7 @@ launcher` reads them alone, with its flags on top.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
@@ -75,6 +76,13 @@ class LauncherSettings(BaseSettings):
     venv_cache: bool = True
     """Keep a published environment's venv per content hash for later runs (false: build a
     fresh one in each sandbox)."""
+    harness_index: Path | None = None
+    """A local package index (`proctor envs harness-index DIR`) that sandboxes install
+    verifiers' harness programs from (`UV_DEFAULT_INDEX`, and pip's index for `uv` itself)
+    instead of PyPI; confined sandboxes see it read-only."""
+    shared_paths: str = ""
+    """Comma-separated host folders every confined sandbox sees read-only at the same path
+    (e.g. local datasets an environment's `env_args` point at)."""
 
     @classmethod
     def load(cls, **overrides: Any) -> LauncherSettings:
@@ -109,6 +117,20 @@ class LauncherSettings(BaseSettings):
             ConfigError: its options are missing or wrong (e.g. `ray` without an address).
         """
         return create_backend(self.sandbox, self.model_dump())
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """Variables every sandbox gets from these settings (the harness index's URL)."""
+        if self.harness_index is None:
+            return {}
+        url = (self.harness_index.resolve() / "simple").as_uri()
+        return {"UV_DEFAULT_INDEX": url, "PIP_INDEX_URL": url}
+
+    def readonly_paths(self) -> tuple[Path, ...]:
+        """The host folders confined sandboxes see read-only (`harness_index`, `shared_paths`)."""
+        paths = [Path(p.strip()) for p in self.shared_paths.split(",") if p.strip()]
+        if self.harness_index is not None:
+            paths.append(self.harness_index)
+        return tuple(p.resolve() for p in paths)
 
     def forwarded_names(self) -> set[str]:
         """The variable names in `forward_env`."""
