@@ -8,6 +8,8 @@ dependencies from the configured package index, wheels only: no build runs) into
 file lock, and marked ready only once pip has succeeded. Then `main` runs `proctor <args>`
 in this interpreter with that directory added *after* proctor's own packages on
 `sys.path`: a package pinning other versions of proctor's dependencies never shadows them.
+The Python processes the run starts (a verifiers environment's tool servers) see it the same
+way, through a `sitecustomize` on their `PYTHONPATH`.
 
 A confined sandbox (`proctor.sandboxes.confine`) gets the directory built outside, by the
 confinement as root (with the server's own pip: nothing of the package runs there), and
@@ -26,6 +28,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from email.parser import HeaderParser
@@ -185,14 +188,41 @@ def prepare(
         return _install(venvs / sha256, wheel, index_url, ref)
 
 
+_BOOT = """\
+# Written by proctor.sandboxes.packages: this process sees a published environment's packages
+# after its own (a verifiers tool server started as `python -m package.module`).
+import site
+
+site.addsitedir({site_dir!r})
+if {original!r}:
+    with open({original!r}) as _f:
+        exec(compile(_f.read(), {original!r}, "exec"))
+"""
+
+
+def _share_with_children(site_dir: Path) -> Path:
+    """Python processes the run starts (an environment's tool servers and programs) see the
+    package's directory too, after their own packages, as this one does: a `sitecustomize`
+    on `PYTHONPATH` (it shadows nothing else; one the interpreter had still runs)."""
+    boot = Path(tempfile.mkdtemp(prefix="proctor-site-"))
+    original = getattr(sys.modules.get("sitecustomize"), "__file__", None)
+    (boot / "sitecustomize.py").write_text(_BOOT.format(site_dir=str(site_dir), original=original))
+    inherited = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{boot}{os.pathsep}{inherited}" if inherited else str(boot)
+    return boot
+
+
 def run_proctor(site_dir: Path, args: list[str]) -> int:
     """`proctor <args>` in this process, with the package's directory after proctor's own."""
     site.addsitedir(str(site_dir))  # appended: proctor's pinned packages come first
+    boot = _share_with_children(site_dir)
     sys.argv = ["proctor", *args]
     try:
         runpy.run_module("proctor.cli.main", run_name="__main__", alter_sys=True)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        shutil.rmtree(boot, ignore_errors=True)
     return 0
 
 
