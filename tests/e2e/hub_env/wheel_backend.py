@@ -1,6 +1,7 @@
 """A PEP 517 backend with no requirements, so this test package builds offline.
 
-It builds a pure-Python wheel of the `tiny_echo` package from `[project]` in pyproject.toml,
+It builds a pure-Python wheel from `[project]` in pyproject.toml, of the `tiny_echo` package
+(or hatch's `packages`: the verifiers environments' hosted tests build theirs with it too),
 with fixed timestamps, so the same sources always give the same wheel bytes.
 """
 
@@ -19,6 +20,13 @@ STAMP = (2026, 1, 1, 0, 0, 0)
 
 def _project() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _packages() -> list[str]:
+    """The package folders to ship: hatch's `packages` setting when there is one."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("tool", {})
+    wheel = tool.get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+    return list(wheel.get("packages", ["tiny_echo"]))
 
 
 def _dist(project: dict) -> str:
@@ -53,8 +61,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     dist, version = _dist(project), project["version"]
     info = f"{dist}-{version}.dist-info"
     files: list[tuple[str, bytes]] = []
-    for path in sorted((ROOT / "tiny_echo").rglob("*.py")):
-        files.append((path.relative_to(ROOT).as_posix(), path.read_bytes()))
+    for package in _packages():
+        for path in sorted((ROOT / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files.append((path.relative_to(ROOT).as_posix(), path.read_bytes()))
     files.append((f"{info}/METADATA", _metadata(project).encode()))
     wheel = (
         "Wheel-Version: 1.0\nGenerator: wheel_backend\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
