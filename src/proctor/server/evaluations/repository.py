@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     Integer,
+    SQLColumnExpression,
     String,
     and_,
     bindparam,
@@ -128,8 +129,14 @@ def list_visible(
     status: str | None = None,
     model_name: str | None = None,
     is_hosted: bool | None = None,
+    tag: str | None = None,
+    search: str | None = None,
+    order: EvaluationOrder = "created",
+    descending: bool = True,
 ) -> tuple[list[Evaluation], int]:
-    """A page of visible evaluations, newest first, and the total matching."""
+    """A page of visible evaluations and the total matching, newest first unless `order`
+    names another column (ties: newest first). `tag` is one of the evaluation's tags;
+    `search` is found in the name or the description (case-insensitively)."""
     conditions: list[ColumnElement[bool]] = [readable(principal)]
     if team_id is not None:
         conditions.append(Evaluation.team_id == team_id)
@@ -153,15 +160,47 @@ def list_visible(
         conditions.append(Evaluation.model_name == model_name)
     if is_hosted is not None:
         conditions.append(Evaluation.is_hosted.is_(is_hosted))
+    if tag:
+        conditions.append(cast(Evaluation.tags, String).contains(json.dumps(tag), autoescape=True))
+    if search:
+        conditions.append(
+            or_(
+                Evaluation.name.icontains(search, autoescape=True),
+                Evaluation.description.icontains(search, autoescape=True),
+            )
+        )
     total = session.scalar(select(func.count()).select_from(Evaluation).where(*conditions)) or 0
+    column = _ORDER_COLUMNS[order]
+    # Evaluations without a value (no mean yet, no model) come last in both directions.
+    key = (column.desc() if descending else column.asc()).nulls_last()
     rows = session.scalars(
         select(Evaluation)
         .where(*conditions)
-        .order_by(Evaluation.created_at.desc(), Evaluation.id.desc())
+        .order_by(key, Evaluation.created_at.desc(), Evaluation.id.desc())
         .offset(skip)
         .limit(limit)
     )
     return list(rows), int(total)
+
+
+EvaluationOrder = Literal[
+    "created", "name", "status", "environment", "model", "samples", "mean", "hosted"
+]
+"""The columns the evaluations list sorts by."""
+
+_ORDER_COLUMNS: dict[str, SQLColumnExpression[Any]] = {
+    "created": Evaluation.created_at,
+    "name": func.lower(Evaluation.name),
+    "status": Evaluation.status,
+    # The names' JSON text: by the first environment's name.
+    "environment": func.nullif(cast(Evaluation.environment_names, String), "[]"),
+    "model": func.lower(Evaluation.model_name),
+    "samples": Evaluation.total_samples,
+    # The running mean over scored samples: the headline mean (`proctor.stats`) kept as
+    # samples arrive, so sorting needs no statistics.
+    "mean": Evaluation.avg_score,
+    "hosted": Evaluation.is_hosted,
+}
 
 
 def ids_with_status(session: Session, status: str) -> list[str]:
@@ -326,6 +365,20 @@ def sample_rows(
         query = query.where(SampleRow.reward.is_not(None), SampleRow.has_error.is_(False))
         query = query.order_by(SampleRow.reward.asc(), SampleRow.id.asc())
     return list(session.scalars(query.offset(offset).limit(limit)))
+
+
+def sample_keys(
+    session: Session, evaluation_id: str, *, example_id: int, limit: int
+) -> list[tuple[str, int | None, float | None, bool]]:
+    """`(sample_id, rollout_number, reward, has_error)` of an example's samples in rollout
+    order, without their data (a page links them)."""
+    query = (
+        select(SampleRow.sample_id, SampleRow.rollout_number, SampleRow.reward, SampleRow.has_error)
+        .where(SampleRow.evaluation_id == evaluation_id, SampleRow.example_id == example_id)
+        .order_by(SampleRow.rollout_number, SampleRow.seq)
+        .limit(limit)
+    )
+    return [(row[0], row[1], row[2], row[3]) for row in session.execute(query)]
 
 
 def reward_histogram(session: Session, evaluation_id: str, *, edges: Sequence[float]) -> list[int]:

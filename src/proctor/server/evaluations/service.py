@@ -217,8 +217,13 @@ def list_evaluations(
     status: str | None = None,
     model_name: str | None = None,
     is_hosted: bool | None = None,
+    tag: str | None = None,
+    search: str | None = None,
+    order: repository.EvaluationOrder = "created",
+    descending: bool = True,
 ) -> tuple[list[Evaluation], int]:
-    """A page of the evaluations the principal sees, newest first, and the total."""
+    """A page of the evaluations the principal sees, newest first (or by `order`), and
+    the total."""
     principal.require_unscoped()
     team = check_team(session, principal, team_id)
     return repository.list_visible(
@@ -232,6 +237,10 @@ def list_evaluations(
         status=status,
         model_name=model_name,
         is_hosted=is_hosted,
+        tag=tag,
+        search=search,
+        order=order,
+        descending=descending,
     )
 
 
@@ -484,6 +493,14 @@ def list_sample_rows(
         errored=errored,
         example_id=example_id,
     )
+
+
+def example_sample_keys(
+    session: Session, evaluation: Evaluation, example_id: int, *, limit: int
+) -> list[tuple[str, int | None, float | None, bool]]:
+    """`(sample_id, rollout_number, reward, has_error)` of one example's samples of an
+    evaluation already checked visible, in rollout order."""
+    return repository.sample_keys(session, evaluation.id, example_id=example_id, limit=limit)
 
 
 def reward_histogram(session: Session, evaluation: Evaluation, *, edges: list[float]) -> list[int]:

@@ -18,7 +18,7 @@ message's name) are `JsonValue`: a sample is stored as sent and shown as it is.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from markupsafe import Markup, escape
 from pydantic import BaseModel, ConfigDict, JsonValue, PlainSerializer, PlainValidator
@@ -79,6 +79,8 @@ class EvaluationRow(_Model):
     team_id: str | None
     created_at: str | None
     viewer_url: str
+    tags: list[str]
+    description: str | None
 
 
 class EvaluationHeader(EvaluationRecord):
@@ -133,16 +135,68 @@ class ToolCall(_Model):
     arguments: str
 
 
-class Message(_Model):
+class ContentPart(_Model):
+    """One part of a message's content: text, an image, or another kind of part."""
+
+    kind: Literal["text", "image", "other"]
+    text: str
+    """The text; for an image not shown, why; for another part, its JSON (long strings cut)."""
+    html: SafeHtml
+    """A text part rendered as markdown (empty for the rest, and for a tool's output,
+    which is shown as written)."""
+    src: str | None
+    """An image's data: URL (None when it is not shown)."""
+
+
+class Folded(_Model):
+    """How a long text is shown: its height capped until the reader asks for all of it."""
+
+    long: bool
+    """Capped, with a "show all" button."""
+    lines: int
+
+
+class StepOutput(Folded):
+    """What a step printed or answered (stdout, stderr, a judge's reply or prompt)."""
+
+    label: str
+    text: str
+    open: bool
+    """Shown at once (else folded under its label)."""
+
+
+class Step(_Model):
+    """One entry of a sample's trajectory: a sandbox run, a judge call, a branch, an event."""
+
+    kind: Literal["sandbox", "judge", "branch", "event"]
+    title: str
+    state: Literal["ok", "bad"] | None
+    """ok: it succeeded (a sandbox run exited 0); bad: it failed; None: neither applies."""
+    facts: list[tuple[str, str]]
+    """(label, value) pairs: exit code, duration, model, score, token counts."""
+    outputs: list[StepOutput]
+    turn: int | None
+    """The model call it followed (shown after that message), or None."""
+    messages: list[Message]
+    """A branch's messages."""
+
+
+class Message(Folded):
     """One message of a transcript."""
 
     role: str
     name: JsonValue
     content: str
+    """The text of the message (a placeholder for each part that is not text)."""
+    parts: list[ContentPart]
     tool_calls: list[ToolCall]
     tool_call_id: JsonValue
-    html: SafeHtml
-    """`content` rendered as markdown (empty when there is none)."""
+    tool_name: str | None
+    """For a tool's result: the name of the tool call it answers."""
+    turn: int | None
+    """The model call that wrote it (1 for the first), for the model's messages."""
+    steps: list[Step]
+    """The trajectory's steps that ran after this message (its code, run in a sandbox)."""
 
 
 class SampleDetail(_StoredSample):
@@ -159,6 +213,8 @@ class SampleDetail(_StoredSample):
     """The task's answer: what the model should reach."""
     num_turns: JsonValue
     messages: list[Message]
+    steps: list[Step]
+    """The trajectory's steps not shown after a message (grading runs, judge calls)."""
 
 
 # -- the evaluations list ----------------------------------------------------------------------
@@ -171,6 +227,25 @@ class ListFilters(_Model):
     environment: str | None = None
     model: str | None = None
     hosted: bool | None = None
+    tag: str | None = None
+    """One of the evaluation's tags."""
+    search: str | None = None
+    """Text in the name or the description (any case)."""
+    sort: str = "-created"
+    """A column of `LIST_SORTS`, `-` first for descending."""
+
+
+LIST_SORTS = {
+    "name": "name",
+    "status": "status",
+    "environment": "environment",
+    "model": "model",
+    "samples": "samples",
+    "mean": "mean reward (over scored samples)",
+    "hosted": "hosted",
+    "created": "created",
+}
+"""The columns the evaluations list sorts by, each over every matching evaluation."""
 
 
 class EvaluationListPage(_Model):
@@ -252,11 +327,34 @@ class SampleTrace(_Model):
     """The trace record as uploaded; None when too long to show inline (the page links it)."""
 
 
+class SampleLink(_Model):
+    """A link to another sample of the evaluation, with what tells it apart."""
+
+    sample_id: str
+    rollout_number: int | None
+    reward: float | None
+    """None for an errored sample (never a reward)."""
+    has_error: bool
+
+
+class SampleNav(_Model):
+    """The samples one click away from a sample."""
+
+    previous: SampleLink | None
+    """The sample uploaded before it (None for the first)."""
+    next: SampleLink | None
+    rollouts: list[SampleLink]
+    """Its example's rollouts, itself included, in rollout order (empty without an example)."""
+    more_rollouts: bool
+    """The example has more rollouts than are listed (the samples page lists them all)."""
+
+
 class SamplePage(_Model):
     """`/evaluations/{id}/samples/{sample_id}`: one sample, the sample as stored, its traces."""
 
     evaluation: EvaluationRow
     sample: SampleDetail
+    nav: SampleNav
     raw: dict[str, Any]
     traces: list[SampleTrace]
 

@@ -267,14 +267,21 @@ def evaluations_list(
     environment: Annotated[str | None, Query(max_length=400)] = None,
     model: Annotated[str | None, Query(max_length=512)] = None,
     hosted: Annotated[str | None, Query(max_length=8)] = None,
+    tag: Annotated[str | None, Query(max_length=200)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """The evaluations the signed-in key sees, newest first, filtered and paged."""
+    """The evaluations the signed-in key sees, newest first (or sorted by any column),
+    filtered by status, environment, model, hosted, tag and text, and paged."""
     principal = web_session.current_principal(request, session, settings)
     filters = ListFilters(
         status=_text(status),
         environment=hub_ref_of(_text(environment), settings),
         model=_text(model),
         hosted=_flag("hosted", hosted),
+        tag=_text(tag),
+        search=_text(q),
+        sort=_text(sort) or "-created",
     )
     page = views.evaluation_list(
         session,

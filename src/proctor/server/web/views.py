@@ -12,7 +12,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 from markupsafe import Markup
@@ -25,13 +25,15 @@ from proctor.server.db.models import Evaluation, SampleRow
 from proctor.server.errors import BadRequest, ServerError
 from proctor.server.evaluations import render, service
 from proctor.server.evaluations import stats as evaluation_stats
-from proctor.server.evaluations.repository import SampleOrder
+from proctor.server.evaluations.repository import EvaluationOrder, SampleOrder
 from proctor.server.evaluations.schemas import EvaluationStats
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
 from proctor.server.traces.schemas import TraceSummary
-from proctor.server.web import histograms, markdown, transcript
+from proctor.server.web import histograms, markdown, trajectory, transcript
 from proctor.server.web.pages import (
+    LIST_SORTS,
+    ContentPart,
     EvaluationHeader,
     EvaluationListPage,
     EvaluationPage,
@@ -42,11 +44,15 @@ from proctor.server.web.pages import (
     MetricRow,
     Progress,
     SampleDetail,
+    SampleLink,
     SampleListRow,
+    SampleNav,
     SamplePage,
     SamplesPage,
     SamplesTable,
     SampleTrace,
+    Step,
+    StepOutput,
     ToolCall,
 )
 from proctor.stats import rollouts_label
@@ -114,6 +120,8 @@ def evaluation_row(
         team_id=evaluation.team_id,
         created_at=iso_utc(evaluation.created_at),
         viewer_url=render.viewer_url(public_url, evaluation.id),
+        tags=[str(tag) for tag in evaluation.tags or []],
+        description=evaluation.description or None,
     )
 
 
@@ -132,6 +140,13 @@ def evaluation_list(
             f"Unknown status {filters.status!r}; use one of {', '.join(STATUSES)}.",
             code="invalid_query",
         )
+    column = filters.sort.removeprefix("-")
+    if column not in LIST_SORTS:
+        raise BadRequest(
+            f"Unknown sort {filters.sort!r}; use one of {', '.join(LIST_SORTS)}, "
+            "with - first for descending.",
+            code="invalid_query",
+        )
     evaluations, total = service.list_evaluations(
         session,
         principal,
@@ -141,6 +156,10 @@ def evaluation_list(
         status=filters.status,
         model_name=filters.model,
         is_hosted=filters.hosted,
+        tag=filters.tag,
+        search=filters.search,
+        order=cast(EvaluationOrder, column),
+        descending=filters.sort.startswith("-"),
     )
     rows = [evaluation_row(e, public_url, session) for e in evaluations]
     live = any(is_live(row.status) for row in rows)
@@ -355,21 +374,65 @@ def samples_page(
     )
 
 
-def _message(message: dict[str, Any]) -> Message:
+LONG_LINES = 40
+"""A message or output longer than this many lines (or `LONG_CHARS`) is shown capped."""
+LONG_CHARS = 4_000
+
+
+def _folded(text: str) -> dict[str, Any]:
+    lines = len(text.splitlines())
+    return {"long": lines > LONG_LINES or len(text) > LONG_CHARS, "lines": lines}
+
+
+def _part(part: dict[str, Any], *, as_written: bool) -> ContentPart:
+    markup = part["kind"] == "text" and not as_written and part["text"]
+    return ContentPart(
+        kind=part["kind"],
+        text=part["text"],
+        html=markdown.render(part["text"]) if markup else Markup(""),
+        src=part["src"],
+    )
+
+
+def _step(step: dict[str, Any]) -> Step:
+    return Step(
+        kind=step["kind"],
+        title=step["title"],
+        state=step["state"],
+        facts=step["facts"],
+        outputs=[
+            StepOutput(label=o["label"], text=o["text"], open=o["open"], **_folded(o["text"]))
+            for o in step["outputs"]
+        ],
+        turn=step["turn"],
+        messages=[_message(m, []) for m in transcript.transcript({"messages": step["messages"]})],
+    )
+
+
+def _message(message: dict[str, Any], steps: list[Step]) -> Message:
     content = message["content"]
+    # A tool's output is shown as written (whitespace kept), not as markdown.
+    as_written = message["role"] == "tool"
     return Message(
         role=message["role"],
         name=message["name"],
         content=content,
+        parts=[_part(part, as_written=as_written) for part in message["parts"]],
         tool_calls=[ToolCall(**call) for call in message["tool_calls"]],
         tool_call_id=message["tool_call_id"],
-        html=markdown.render(content) if content else Markup(""),
+        tool_name=message["tool_name"],
+        turn=message["turn"],
+        steps=[step for step in steps if step.turn == message["turn"]] if message["turn"] else [],
+        **_folded(content),
     )
 
 
 def sample_detail(sample: SampleRow) -> SampleDetail:
     """A sample as the sample page and a side-by-side column show it."""
     data = _sample_data(sample)
+    messages = transcript.transcript(data)
+    steps = [_step(step) for step in trajectory.steps(data)]
+    turns = {message["turn"] for message in messages if message["turn"]}
     return SampleDetail(
         **_stored(sample),
         rewards=transcript.reward_scores(data),
@@ -381,7 +444,49 @@ def sample_detail(sample: SampleRow) -> SampleDetail:
         # The task's answer is what the model should reach: the page calls it the target.
         target=data.get("answer"),
         num_turns=data.get("num_turns"),
-        messages=[_message(m) for m in transcript.transcript(data)],
+        messages=[_message(m, steps) for m in messages],
+        steps=[step for step in steps if step.turn not in turns],
+    )
+
+
+ROLLOUTS_LISTED = 64
+"""Rollouts of its example a sample page links (more: the samples page, filtered)."""
+
+
+def _link(row: SampleRow) -> SampleLink:
+    stored = _stored(row)
+    return SampleLink(
+        sample_id=row.sample_id,
+        rollout_number=row.rollout_number,
+        reward=stored["reward"],
+        has_error=row.has_error,
+    )
+
+
+def sample_nav(session: Session, evaluation: Evaluation, sample: SampleRow) -> SampleNav:
+    """The samples before and after it (upload order) and its example's rollouts."""
+    # `seq` numbers an evaluation's samples 1..N without holes: the neighbours are seq ± 1.
+    around = service.list_sample_rows(session, evaluation, limit=3, offset=sample.seq - 2)
+    by_seq = {row.seq: row for row in around}
+    keys = []
+    if sample.example_id is not None:
+        keys = service.example_sample_keys(
+            session, evaluation, sample.example_id, limit=ROLLOUTS_LISTED + 1
+        )
+    previous, following = by_seq.get(sample.seq - 1), by_seq.get(sample.seq + 1)
+    return SampleNav(
+        previous=None if previous is None else _link(previous),
+        next=None if following is None else _link(following),
+        rollouts=[
+            SampleLink(
+                sample_id=sample_id,
+                rollout_number=rollout,
+                reward=None if errored else reward,
+                has_error=errored,
+            )
+            for sample_id, rollout, reward, errored in keys[:ROLLOUTS_LISTED]
+        ],
+        more_rollouts=len(keys) > ROLLOUTS_LISTED,
     )
 
 
@@ -399,6 +504,7 @@ def sample_page(
     return SamplePage(
         evaluation=evaluation_row(evaluation, public_url),
         sample=sample_detail(sample),
+        nav=sample_nav(session, evaluation, sample),
         raw=raw,
         # The records the traces service stored for this sample's episode, if any.
         traces=[

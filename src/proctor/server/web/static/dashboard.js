@@ -134,8 +134,37 @@
     });
   }
 
+  // Long texts (class "clamp") are served capped and scrollable; a button shows all of it.
+  function showAll(box) {
+    var button = document.createElement("button");
+    var lines = Number(box.dataset.lines || 0);
+    var more = "Show all" + (lines ? " (" + lines.toLocaleString("en-US") + " lines)" : "");
+    button.type = "button";
+    button.className = "show-all";
+    button.textContent = more;
+    button.setAttribute("aria-expanded", "false");
+    button.addEventListener("click", function () {
+      var shown = box.classList.toggle("shown");
+      button.textContent = shown ? "Show less" : more;
+      button.setAttribute("aria-expanded", shown ? "true" : "false");
+      if (!shown) { box.scrollTop = 0; box.scrollIntoView({ block: "nearest" }); }
+    });
+    box.insertAdjacentElement("afterend", button);
+  }
+
+  // A sample page: j and k open the next and previous sample (as in a mail reader).
+  var nav = document.getElementById("sample-nav");
+  if (nav) {
+    document.addEventListener("keydown", function (e) {
+      if (e.altKey || e.ctrlKey || e.metaKey || e.target.closest("input, select, textarea, [contenteditable]")) { return; }
+      var link = nav.querySelector(e.key === "j" ? 'a[rel="next"]' : (e.key === "k" ? 'a[rel="prev"]' : null));
+      if (link) { window.location.href = link.href; }
+    });
+  }
+
   var log = document.getElementById("hosted-logs");
   if (log && log.dataset.follow === "yes") { log.scrollTop = log.scrollHeight; }
+  document.querySelectorAll(".clamp").forEach(showAll);
   document.querySelectorAll("table.sortable").forEach(sortable);
   poll();
 })();
