@@ -117,3 +117,17 @@ def test_previous_next_and_the_examples_other_rollouts_are_one_click_away(web: W
     assert first["previous"] is None and last["next"] is None
     alone = _page(web, eid, "long-1")
     assert 'id="rollouts"' not in alone  # a single rollout lists no others
+
+
+def test_no_link_is_nested_in_a_summary(web: Web) -> None:
+    seeded = web.seed()
+    web.login(seeded.alice_key)
+    pages = [
+        f"/compare/example?ids={seeded.own},{seeded.second}&example=1",
+        f"/evaluations/{seeded.own}/sample?id=s-1-1",
+        f"/evaluations/{seeded.own}",
+    ]
+    for path in pages:
+        text = web.client.get(path).text
+        summaries = re.findall(r"<summary>(.*?)</summary>", text, re.S)
+        assert summaries and not [s for s in summaries if "<a " in s], path
