@@ -12,7 +12,16 @@ import pytest
 
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
+pytest_plugins = ["tests.support.tiers"]
+
 BOOTSTRAP_KEY = "pk-test-bootstrap-0123456789abcdef"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the template databases this process (one xdist worker) made."""
+    from tests.databases import drop_templates
+
+    drop_templates()
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from proctor.envs import CodeEnv, Sandbox, SandboxLimits, Task, Taskset, extract_code, reward
 from proctor.envs._code import executions
 from proctor.testing import ScriptedClient
+
+pytestmark = pytest.mark.process  # the code runs in a sandbox process
 
 
 @reward

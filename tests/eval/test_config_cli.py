@@ -62,6 +62,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_eval_args(["reverse-text"]).client.base_url == "http://elsewhere:9/v1"
 
 
+@pytest.mark.process
 def test_dry_run_prints_resolved_toml_and_writes_nothing(tmp_path: Path) -> None:
     result = run_eval("arithmetic", "-n", "3", "--sampling.temperature", "0", "--dry-run",
                       "-o", "out", cwd=tmp_path)  # fmt: skip
@@ -75,6 +76,7 @@ def test_dry_run_prints_resolved_toml_and_writes_nothing(tmp_path: Path) -> None
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.process
 def test_help_lists_flags(tmp_path: Path) -> None:
     result = run_eval("--help", cwd=tmp_path)
     assert result.returncode == 0

@@ -1,7 +1,8 @@
 """Fixtures of the server suite: a migrated database per test, on SQLite and PostgreSQL.
 
 `db_url` is parametrised: every test using it runs on a fresh SQLite file and, when
-`PROCTOR_TEST_POSTGRES_URL` is set, on a fresh PostgreSQL database created for the test.
+`PROCTOR_TEST_POSTGRES_URL` is set, on a fresh PostgreSQL database created for the test,
+both copied from a template migrated once per process (`tests/databases.py`).
 `api` drives the app in-process through FastAPI's TestClient with the bootstrap admin key.
 """
 
@@ -28,7 +29,7 @@ PUBLIC_URL = "http://proctor.test"
 
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """URL of an empty database of the parametrised backend, dropped after the test."""
+    """URL of a migrated database of the parametrised backend, dropped after the test."""
     with fresh_database(request.param, tmp_path) as url:
         yield url
 

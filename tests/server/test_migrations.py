@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from proctor.server import migrations
 from proctor.server.db.base import Base
 from proctor.server.db.session import Database
+from tests.databases import BACKENDS, fresh_database
 
 TABLES = {
     "users",
@@ -21,6 +26,13 @@ TABLES = {
     "trace_uploads",
     "trace_records",
 }
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of an empty database (the suite's `db_url` is already migrated)."""
+    with fresh_database(request.param, tmp_path, migrated=False) as url:
+        yield url
 
 
 def test_upgrade_from_empty_then_downgrade_and_upgrade_again(db_url: str) -> None:

@@ -84,6 +84,7 @@ def test_endpoints_are_reached_where_their_urls_point() -> None:
         endpoints(["http://10.1.2.3:8000"])
 
 
+@pytest.mark.process
 def test_a_confined_sandbox_has_its_own_uid_view_and_network(tmp_path: Path) -> None:
     _confinable()
     allowed = socket.create_server(("127.0.0.1", 0))
@@ -139,6 +140,7 @@ def test_a_confined_sandbox_has_its_own_uid_view_and_network(tmp_path: Path) -> 
     assert (tmp_path / "work").stat().st_uid == uid
 
 
+@pytest.mark.process
 def test_memory_past_the_cap_ends_the_sandbox_with_the_reason(tmp_path: Path) -> None:
     _confinable()
     backend = LocalSandbox(limits=confine.Limits(memory_mb=128, tmpfs_mb=512))

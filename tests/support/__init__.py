@@ -1,0 +1,1 @@
+"""What the tests share: processes on loopback, databases, waiting, the tiers of the suite."""
