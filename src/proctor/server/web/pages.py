@@ -33,7 +33,14 @@ def _safe_html(value: Any) -> Markup:
     return value if isinstance(value, Markup) else escape(str(value))
 
 
-SafeHtml = Annotated[Markup, PlainValidator(_safe_html), PlainSerializer(str, return_type=str)]
+def _html_text(value: Markup) -> str:
+    return str(value)
+
+
+# A function of ours, not `str`: pydantic 2.7 (our floor) cannot read a builtin's signature.
+SafeHtml = Annotated[
+    Markup, PlainValidator(_safe_html), PlainSerializer(_html_text, return_type=str)
+]
 """HTML that is safe to insert: `Markup` as given, any other text escaped."""
 
 Number = int | float | bool
