@@ -11,8 +11,10 @@ import math
 from typing import Any
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import select
 
+from proctor.server import migrations
 from proctor.server.db.models import Evaluation, ExampleTally, ShapeTally
 from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations import tallies
@@ -190,3 +192,23 @@ def test_a_pass_mark_or_range_the_tallies_do_not_hold_is_recounted(api: Api) -> 
     assert kept["histogram"] == recounted["histogram"]
     assert sum(kept["histogram"]) == 5
     _assert_same(kept["stats"], recounted["stats"])
+
+
+def test_the_migration_builds_the_tallies_of_evaluations_stored_before_it(api: Api) -> None:
+    evaluation_id = api.create()
+    _post(api, evaluation_id, FIRST)
+    _post(api, evaluation_id, SECOND)
+    with api.db.read() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        assert evaluation is not None
+        folded, rows = evaluation.tallies, _rows(session, evaluation_id)
+    script = ScriptDirectory.from_config(migrations.alembic_config(api.db.write_engine))
+    revision = next(r for r in script.walk_revisions() if r.path.endswith("_running_statistics.py"))
+    # Back to before the tallies existed (the samples stay), then forward: the backfill.
+    migrations.downgrade(api.db.write_engine, str(revision.down_revision))
+    migrations.upgrade(api.db.write_engine)
+    with api.db.read() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        assert evaluation is not None and evaluation.tallies is not None
+        assert tallies.Tallies.from_json(evaluation.tallies) == tallies.Tallies.from_json(folded)
+        assert _rows(session, evaluation_id) == rows

@@ -23,8 +23,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("evaluations") as batch:
-        batch.add_column(sa.Column("tallies", sa.Text(), nullable=True))
+    # A plain ADD COLUMN, not a batch copy: on SQLite a batch drops and recreates the table,
+    # and with foreign keys on, dropping `evaluations` would delete its samples.
+    op.add_column("evaluations", sa.Column("tallies", sa.Text(), nullable=True))
     op.create_table(
         "example_tallies",
         sa.Column("evaluation_id", sa.String(length=64), nullable=False),
@@ -88,5 +89,4 @@ def _backfill(connection: sa.Connection) -> None:
 def downgrade() -> None:
     op.drop_table("shape_tallies")
     op.drop_table("example_tallies")
-    with op.batch_alter_table("evaluations") as batch:
-        batch.drop_column("tallies")
+    op.drop_column("evaluations", "tallies")
