@@ -203,11 +203,16 @@ def test_list_filters_and_pages(web: Web, query: str, names: list[str]) -> None:
     assert [e["name"] for e in data["evaluations"]] == names
 
 
-def test_no_refresh_once_nothing_runs(web: Web) -> None:
+def test_the_newest_page_of_the_list_watches_for_new_evaluations_an_older_one_does_not(
+    web: Web,
+) -> None:
     seeded = web.seed()
     web.login(seeded.alice_key)
-    page = web.client.get("/evaluations?status=COMPLETED")
-    assert "alice-calc" in page.text and "data-poll-s=" not in page.text
+    newest = web.client.get("/evaluations?status=COMPLETED")
+    assert "alice-calc" in newest.text and "data-poll-s=" in newest.text
+    assert "new ones as they start" in newest.text
+    older = web.client.get("/evaluations?status=COMPLETED&skip=1")
+    assert "data-poll-s=" not in older.text
 
 
 def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:

@@ -170,7 +170,8 @@ def evaluation_list(
         limit=limit,
         filters=filters,
         live=live,
-        refresh_s=REFRESH_S if live else None,
+        # The newest page polls even when nothing runs, so a new evaluation shows up.
+        refresh_s=REFRESH_S if live or skip == 0 else None,
         covers=evaluation_stats.MEAN_COVERS,
         statuses=list(STATUSES),
     )

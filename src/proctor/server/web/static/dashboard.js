@@ -40,7 +40,12 @@
   }
 
   // The list: patch each row's status, samples and mean; selections and typed filters stay.
+  // An evaluation that is new to the page (or gone from it) redraws the rows from the page.
   function patchList(data) {
+    var rows = document.querySelectorAll("#evaluations tbody tr[data-id]");
+    var shown = Array.prototype.map.call(rows, function (r) { return r.dataset.id; });
+    var sent = data.evaluations.map(function (e) { return e.id; });
+    if (shown.join() !== sent.join()) { redrawRows(); }
     data.evaluations.forEach(function (e) {
       var row = document.querySelector('tr[data-id="' + CSS.escape(e.id) + '"]');
       if (!row) { return; }
@@ -48,7 +53,49 @@
       text(row.querySelector('[data-field="samples"]'), num(e.samples));
       mean(row.querySelector('[data-field="mean"]'), e.mean_reward);
     });
-    return data.live;
+    // The newest page keeps watching for new evaluations; another page, for running ones.
+    return Boolean(data.refresh_s);
+  }
+
+  function fetchPage() {
+    var url = new URL(window.location.href);
+    url.searchParams.delete("format");
+    return fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { return html && new DOMParser().parseFromString(html, "text/html"); });
+  }
+
+  function redrawRows() {
+    fetchPage().then(function (doc) {
+      var now = document.querySelector("#evaluations tbody");
+      var next = doc && doc.querySelector("#evaluations tbody");
+      if (!now || !next) { return; }
+      // Keep what the user ticked: the compare boxes and the baseline choice.
+      var ticked = {};
+      now.querySelectorAll("input:checked").forEach(function (i) { ticked[i.name + "=" + i.value] = true; });
+      next.querySelectorAll("input").forEach(function (i) { i.checked = !!ticked[i.name + "=" + i.value]; });
+      now.replaceWith(document.importNode(next, true));
+      var total = document.querySelector("h1 small"), nextTotal = doc.querySelector("h1 small");
+      if (total && nextTotal) { text(total, nextTotal.textContent); }
+    });
+  }
+
+  // An evaluation's parts drawn by the server: the histograms and metrics, pass@k and the
+  // per-example figures, the samples table. Redrawn from the page when samples arrive; a
+  // part the user is typing in is left alone.
+  var PARTS = ["#figures", "#per-example", "#samples"];
+  function redrawParts() {
+    fetchPage().then(function (doc) {
+      if (!doc) { return; }
+      PARTS.forEach(function (selector) {
+        var now = document.querySelector(selector), next = doc.querySelector(selector);
+        if (!now || !next || now.contains(document.activeElement)) { return; }
+        if (now.innerHTML === next.innerHTML) { return; }
+        var fresh = document.importNode(next, true);
+        now.replaceWith(fresh);
+        fresh.querySelectorAll("table.sortable").forEach(sortable);
+      });
+    });
   }
 
   // An evaluation: header figures, progress, the headline, and the new part of the log.
@@ -93,7 +140,10 @@
       fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (data) {
+          var shown = document.querySelector('dd[data-field="samples"]');
+          var before = shown && shown.textContent;
           var live = data ? patch(data) : true;
+          if (live && shown && shown.textContent !== before) { redrawParts(); }
           // A finished evaluation: load it once more, so every part (histograms, pass@k,
           // per-example figures, run summary, samples) shows the final figures.
           if (!live && patch === patchEvaluation) { window.location.reload(); return; }
