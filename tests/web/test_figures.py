@@ -85,6 +85,27 @@ def _pair(web: Web) -> tuple[str, str, str]:
     return key, _run(web, key, "older-a", a), _run(web, key, "newer-b", b)
 
 
+def test_compare_filters_all_examples_on_the_server_before_paging(web: Web) -> None:
+    key, a, b = _pair(web)
+    web.login(key)
+    query = f"/compare?ids={a},{b}&limit=5&format=json"
+    # The ten regressions are examples 200-209: past the first page of 100 examples.
+    worse = web.client.get(f"{query}&show=regressions").json()
+    assert worse["total"] == 10 and worse["next_start"] == 5
+    assert [r["example_id"] for r in worse["examples"]] == [200, 201, 202, 203, 204]
+    assert "show=regressions" in (worse["next_query"] or "")
+    better = web.client.get(f"{query}&show=improvements&sort=-diff").json()
+    assert better["total"] == 240 and better["examples"][0]["example_id"] == 7
+    errored = web.client.get(f"{query}&show=errored").json()
+    assert [r["example_id"] for r in errored["examples"]] == [7] and errored["total"] == 1
+    assert web.client.get(f"{query}&show=ties").json()["total"] == 0
+    assert web.client.get(f"{query}&show=one-sided").json()["total"] == 0
+    refused = web.client.get(f"{query}&show=bogus")
+    assert refused.status_code == 400 and "Unknown filter" in refused.text
+    page = web.client.get(f"/compare?ids={a},{b}&show=regressions").text
+    assert '<option value="regressions" selected>' in page
+
+
 def test_compare_keeps_the_chosen_baseline_swaps_and_sorts_all_examples(web: Web) -> None:
     key, a, b = _pair(web)
     web.login(key)

@@ -354,43 +354,77 @@ def compare(
 
 
 COMPARE_ORDERS = ("example", "diff", "-diff", "spread")
+COMPARE_FILTERS = ("all", "regressions", "improvements", "ties", "errored", "one-sided")
+"""Which examples a comparison lists: all; where B - A is below, above or within
+`stats.TIE_TOLERANCE` of 0; where a side errored in every rollout; held by one side only."""
 
 
-def example_order(session: Session, evaluations: list[Evaluation], order: str) -> list[int]:
-    """Every example id any of the evaluations holds, in `order` (cached per state).
+def example_order(
+    session: Session, evaluations: list[Evaluation], order: str, *, show: str = "all"
+) -> list[int]:
+    """The example ids any of the evaluations holds that `show` keeps, in `order` (cached
+    per state): the filter and the sort run over every example, before any paging.
 
     `diff` is B - A as the paired analysis counts it (an all-errored side as
     `ERRORED_EXAMPLE_VALUE`), lowest first; `-diff` highest first; `spread` the widest range
     of example means first. Examples without a value for the key come last, by id.
 
     Raises:
-        BadRequest: An unknown `order`.
+        BadRequest: An unknown `order` or `show`.
     """
     if order not in COMPARE_ORDERS:
         raise BadRequest(
             f"Unknown sort {order!r}; use one of {', '.join(COMPARE_ORDERS)}.",
             code="invalid_query",
         )
-    key = ("order", order, *(part for e in evaluations for part in _state(e)))
+    if show not in COMPARE_FILTERS:
+        raise BadRequest(
+            f"Unknown filter {show!r}; use one of {', '.join(COMPARE_FILTERS)}.",
+            code="invalid_query",
+        )
+    key = ("order", order, show, *(part for e in evaluations for part in _state(e)))
 
     def compute() -> list[int]:
         ids = example_ids(session, evaluations)
-        if order == "example":
-            return ids
         means = [example_means(session, e) for e in evaluations]
+        a, b = means[0], means[1]
         missing = float("inf")
+
+        def diff(example: int) -> float | None:
+            if example not in a or example not in b:
+                return None
+            return _counted(b[example]) - _counted(a[example])
+
+        def kept(example: int) -> bool:
+            if show == "all":
+                return True
+            if show == "one-sided":
+                return (example in a) != (example in b)
+            if show == "errored":
+                return any(example in m and m[example] is None for m in means)
+            d = diff(example)
+            if d is None:
+                return False
+            if show == "regressions":
+                return d < -stats.TIE_TOLERANCE
+            if show == "improvements":
+                return d > stats.TIE_TOLERANCE
+            return abs(d) <= stats.TIE_TOLERANCE
+
+        shown = [example for example in ids if kept(example)]
+        if order == "example":
+            return shown
 
         def value(example: int) -> float:
             if order == "spread":
                 present = [v for m in means if (v := m.get(example)) is not None]
                 return -(max(present) - min(present)) if len(present) > 1 else missing
-            a, b = means[0], means[1]
-            if example not in a or example not in b:
+            d = diff(example)
+            if d is None:
                 return missing
-            diff = _counted(b[example]) - _counted(a[example])
-            return diff if order == "diff" else -diff
+            return d if order == "diff" else -d
 
-        return sorted(ids, key=lambda example: (value(example), example))
+        return sorted(shown, key=lambda example: (value(example), example))
 
     return _cached(key, compute)
 

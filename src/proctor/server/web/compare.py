@@ -23,6 +23,7 @@ from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.schemas import PairedComparison
 from proctor.server.web import views
 from proctor.server.web.pages import (
+    COMPARE_FILTERS,
     COMPARE_SORTS,
     CompareColumn,
     CompareExample,
@@ -138,6 +139,7 @@ def compare_page(
     evaluations: list[Evaluation],
     *,
     sort: str,
+    show: str = "all",
     start: int,
     limit: int,
     pass_threshold: float | None,
@@ -148,12 +150,14 @@ def compare_page(
     answer = evaluation_stats.compare(session, evaluations, threshold=pass_threshold)
     figures = answer["evaluations"]
     means = [evaluation_stats.example_means(session, e) for e in evaluations]
-    order = evaluation_stats.example_order(session, evaluations, sort)
+    order = evaluation_stats.example_order(session, evaluations, sort, show=show)
     page = order[start : start + limit]
     next_start = start + limit if start + limit < len(order) else None
     ids = ",".join(e.id for e in evaluations)
     swapped = [evaluations[1], evaluations[0], *evaluations[2:]]
     common: dict[str, Any] = {"limit": limit, "sort": sort}
+    if show != "all":
+        common["show"] = show
     if pass_threshold is not None:
         common["pass_threshold"] = pass_threshold
     a_mean, b_mean = figures[0]["reward"]["mean"], figures[1]["reward"]["mean"]
@@ -172,6 +176,8 @@ def compare_page(
         examples=[_compare_example(i, means) for i in page],
         sort=sort,
         sorts=COMPARE_SORTS,
+        show=show,
+        shows=COMPARE_FILTERS,
         start=start,
         limit=limit,
         total=len(order),

@@ -400,6 +400,14 @@ COMPARE_SORTS = {
     "-diff": "largest improvements first (B - A, highest first)",
     "spread": "most disagreement first",
 }
+COMPARE_FILTERS = {
+    "all": "all examples",
+    "regressions": "regressions (B below A)",
+    "improvements": "improvements (B above A)",
+    "ties": "ties",
+    "errored": "errored in every rollout on a side",
+    "one-sided": "held by one side only",
+}
 
 
 class ComparePage(_Model):
@@ -419,10 +427,13 @@ class ComparePage(_Model):
     examples: list[CompareExample]
     sort: str
     sorts: dict[str, str]
+    show: str
+    """Which examples are listed (`COMPARE_FILTERS`), filtered over all of them."""
+    shows: dict[str, str]
     start: int
     limit: int
     total: int
-    """Examples either of the first two evaluations holds (the rows all pages show)."""
+    """Examples the evaluations hold that `show` keeps (the rows all pages show)."""
     next_start: int | None
     """`start` of the next page; None on the last."""
     ids: str

@@ -428,12 +428,14 @@ def compare(
     pick: Annotated[list[str] | None, Query(max_length=200)] = None,
     baseline: Annotated[str | None, Query(max_length=200)] = None,
     sort: Annotated[str, Query(max_length=16)] = "example",
+    show: Annotated[str, Query(max_length=16)] = "all",
     start: Annotated[str | None, Query(max_length=24)] = None,
     pass_threshold: Annotated[str | None, Query(max_length=24)] = None,
     limit: Limit = 100,
 ) -> Response:
-    """Comparable evaluations side by side, with per-example rewards sorted over all
-    examples; the baseline is `baseline`, else the first of `ids`, else the oldest picked."""
+    """Comparable evaluations side by side, with per-example rewards filtered (`show`) and
+    sorted over all examples; the baseline is `baseline`, else the first of `ids`, else the
+    oldest picked."""
     principal = web_session.current_principal(request, session, settings)
     # `pick` comes from the list's checkboxes; normalise to one `ids` list for the links.
     ids = ",".join([part.strip() for part in ids.split(",") if part.strip()] + (pick or []))
@@ -448,6 +450,7 @@ def compare(
         principal,
         evaluations,
         sort=sort,
+        show=show,
         start=offset,
         limit=limit,
         pass_threshold=_threshold(pass_threshold),
