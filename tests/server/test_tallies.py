@@ -93,7 +93,7 @@ def test_tallies_equal_the_hand_worked_figures_and_a_recount(api: Api) -> None:
     assert reward["se"] == pytest.approx(se, rel=1e-12)
     assert (reward["n_samples"], reward["n_examples"], reward["n_errored"]) == (6, 4, 2)
     assert reward["n_errored_examples"] == 1
-    assert reward["rollouts_per_example"] == "1-2"
+    assert (reward["min_rollouts_per_example"], reward["rollouts_per_example"]) == (1, 2)
     # pass@1 = (1/2 + 0 + 1 + 0) / 4; pass@2 over the two examples with two rollouts.
     assert kept["stats"]["pass_at_k"] == [
         {"k": 1, "value": 0.375, "n_examples": 4},
