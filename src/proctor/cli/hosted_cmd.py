@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--timeout-minutes", type=float, help="kill the sandbox after this long")
     run.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="run the evaluation in N sandboxes at once, each one slice (--shard I/N)",
+    )
+    run.add_argument(
         "--secret",
         action="append",
         default=[],
@@ -62,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a hosted evaluation's logs")
     logs.add_argument("id", help="evaluation id")
     logs.add_argument("--follow", "-f", action="store_true", help="stream until it ends")
+    logs.add_argument(
+        "--shard", type=int, metavar="I", help="only shard I's log (of a sharded evaluation)"
+    )
     cancel = sub.add_parser("cancel", help="cancel a hosted evaluation")
     cancel.add_argument("id", help="evaluation id")
     for p in (run, logs):
@@ -115,6 +124,8 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
     config = wire_config(check_overrides(overrides))
     if args.timeout_minutes is not None:
         config["timeout_minutes"] = args.timeout_minutes
+    if args.shards is not None:
+        config["shards"] = args.shards
     secrets = {}
     for name in args.secret:
         if name not in os.environ:
@@ -212,7 +223,7 @@ def _act(args: argparse.Namespace, client: PlatformClient) -> int:
     if args.action == "logs":
         if args.follow:
             return _follow(client, args.id, args.poll_seconds)
-        print(remote.logs(client, args.id), end="")
+        print(remote.logs(client, args.id, shard=args.shard), end="")
         return 0
     print(remote.cancel(client, args.id))
     return 0

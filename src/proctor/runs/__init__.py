@@ -43,7 +43,7 @@ from proctor.runs._client import PlatformClient
 from proctor.runs._export import ExportFormat, export_evaluation
 from proctor.runs._run import Run, RunStatus, init
 from proctor.runs._settings import ClientSettings, config_file_path, load_settings
-from proctor.runs._sharded import create_sharded, finalize_sharded
+from proctor.runs._sharded import create_sharded, finalize_sharded, summarize_samples
 from proctor.runs._state import upload_of
 from proctor.runs._summary import summarize
 from proctor.runs._sync import SyncReport, sync_run_dir
@@ -66,6 +66,7 @@ __all__ = [
     "load_settings",
     "project_sample",
     "summarize",
+    "summarize_samples",
     "sync_run_dir",
     "upload_of",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from proctor.contract import Sample
@@ -87,24 +87,35 @@ def finalize_sharded(
     return summary
 
 
+def summarize_samples(samples: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The run summary of stored samples (wire form), as a finished run writes it, and how
+    many there are: what closes a sharded evaluation, here or in the hosted launcher."""
+    acc = SummaryAccumulator()
+    for sample in samples:
+        acc.add(_as_record(sample))
+    return acc.summary(), acc.episodes
+
+
 def _summary_of_stored(client: PlatformClient, evaluation_id: str) -> tuple[dict[str, Any], int]:
     """The summary of every stored sample (as a run writes it) and how many there are."""
-    acc = SummaryAccumulator()
-    page = 1
-    while True:
-        answer = client.call_until(
-            "GET",
-            f"/evaluations/{evaluation_id}/samples?page={page}&limit={PAGE}",
-            deadline=time.monotonic() + CALL_TIMEOUT_S,
-        )
-        for sample in answer.get("samples") or []:
-            acc.add(_as_record(sample))
-        if not answer.get("has_more"):
-            return acc.summary(), acc.episodes
-        page += 1
+
+    def pages() -> Iterator[Mapping[str, Any]]:
+        page = 1
+        while True:
+            answer = client.call_until(
+                "GET",
+                f"/evaluations/{evaluation_id}/samples?page={page}&limit={PAGE}",
+                deadline=time.monotonic() + CALL_TIMEOUT_S,
+            )
+            yield from answer.get("samples") or []
+            if not answer.get("has_more"):
+                return
+            page += 1
+
+    return summarize_samples(pages())
 
 
-def _as_record(sample: dict[str, Any]) -> dict[str, Any]:
+def _as_record(sample: Mapping[str, Any]) -> dict[str, Any]:
     """A stored sample in the shape the summary reads: its reward functions' raw scores are
     the top-level keys the contract does not name."""
     rewards = {k: v for k, v in sample.items() if k not in Sample.model_fields}

@@ -87,6 +87,9 @@ def _not_a_boolean(value: Any) -> Any:
 NotBool = BeforeValidator(_not_a_boolean)
 
 
+MAX_SHARDS = 1_000
+"""Most sandboxes one hosted evaluation is split into."""
+
 _CLIENT_TYPES = {"openai", "openai_chat_completions", "chat_completions"}
 
 
@@ -106,6 +109,8 @@ class HostedEvalConfig(BaseModel):
     """Rollouts per task."""
     timeout_minutes: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the sandbox; past it the launcher kills it (TIMEOUT)."""
+    shards: Annotated[int, Field(ge=1, le=MAX_SHARDS), NotBool] | None = None
+    """Sandboxes that write this one evaluation at once, each a slice (`--shard I/N`)."""
     sampling_args: dict[str, Any] = Field(
         default_factory=dict,
         json_schema_extra={"propertyNames": {"enum": list[Any](sorted(_SAMPLING_FLAGS))}},
@@ -180,6 +185,12 @@ class HostedEvalConfig(BaseModel):
         if self.independent_scoring:
             raise ValueError(
                 "independent_scoring is not supported by proctor's hosted runs; remove it"
+            )
+        expected = self.expected_samples
+        if self.shards is not None and expected is not None and self.shards > expected:
+            raise ValueError(
+                f"shards ({self.shards}) is more than the {expected} samples the run makes; "
+                "use at most one shard per sample"
             )
         if self.extra_env_kwargs:
             raise ValueError(
@@ -276,13 +287,18 @@ def proctor_executable() -> str:
     return f"{shlex.quote(sys.executable)} -m proctor.cli.main"
 
 
-def sandbox_config(config: HostedEvalConfig, *, environment: str, model: str) -> EvalConfig:
-    """The `EvalConfig` the sandbox's `proctor eval` runs: eval's defaults under the overlay.
+def sandbox_config(
+    config: HostedEvalConfig, *, environment: str, model: str, shard: str | None = None
+) -> EvalConfig:
+    """The `EvalConfig` the sandbox's `proctor eval` runs: eval's defaults under the overlay
+    (and `shard`, `I/N`, when it runs one slice of a sharded evaluation).
 
     Raises:
         pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
     """
     data: dict[str, Any] = {"env": environment, "model": model, **config.overrides()}
+    if shard is not None:
+        data["shard"] = shard
     client = data.setdefault("client", {})
     # The endpoint's default reads $PROCTOR_MODEL_BASE_URL, which is the sandbox's to decide,
     # not the launcher's: the built-in default stands in for it, left out of `{options}`.
@@ -295,13 +311,13 @@ def sandbox_config(config: HostedEvalConfig, *, environment: str, model: str) ->
     return overlay
 
 
-def eval_options(config: HostedEvalConfig) -> list[str]:
+def eval_options(config: HostedEvalConfig, *, shard: str | None = None) -> list[str]:
     """The template's `{options}`: the overlay as `proctor eval` flags (unquoted argv words).
 
     Header values are often credentials: only `--client.headers-var` is written, never
     the values, which `ps` would show.
     """
-    overlay = sandbox_config(config, environment="-", model="-")
+    overlay = sandbox_config(config, environment="-", model="-", shard=shard)
     return config_flags(overlay, omit=("model",))  # {env} and {model} are placeholders
 
 
@@ -384,20 +400,28 @@ def build_command(
     model: str,
     config: HostedEvalConfig,
     proctor: str | None = None,
+    shard: str | None = None,
 ) -> str:
     """Fill the template; every substituted value is shell-quoted.
 
     Other text, `${VAR}` included, is left for the sandbox's shell. `proctor` replaces how
     the CLI is run (already shell words), e.g. through a published package's own venv.
+    `shard` (`I/N`) joins the `{options}` as `--shard I/N`.
 
     Raises:
         pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
+        ConfigError: a shard, and the template has no `{options}` to carry it.
     """
+    if shard is not None and "{options}" not in template:
+        raise ConfigError(
+            "a sharded hosted run passes --shard I/N through the command template's "
+            "{options}; add {options} to PROCTOR_HOSTED_COMMAND"
+        )
     values = {
         "proctor": proctor or proctor_executable(),
         "env": shlex.quote(environment),
         "model": shlex.quote(model),
-        "options": " ".join(shlex.quote(w) for w in eval_options(config)),
+        "options": " ".join(shlex.quote(w) for w in eval_options(config, shard=shard)),
         "num_examples": shlex.quote(str(config.num_examples)),
         "rollouts": shlex.quote(str(config.rollouts_per_example)),
     }

@@ -59,6 +59,9 @@ class Config(BaseModel):
     """The uid range confined sandboxes take their own uid from, on each node."""
     limits: Limits = Limits()
     """Each confined sandbox's memory, process and CPU caps."""
+    entrypoint_cpus: float | None = None
+    """CPUs each job's entrypoint reserves (`PROCTOR_HOSTED_RAY_ENTRYPOINT_CPUS`): Ray then
+    places it on any node with them free; unset, every entrypoint runs on the head node."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> Config:
@@ -79,6 +82,7 @@ class Config(BaseModel):
             isolation=settings.get("isolation", "bwrap"),
             uids=settings.get("uids", DEFAULT_UIDS),
             limits=limits_from_settings(settings),
+            entrypoint_cpus=settings.get("ray_entrypoint_cpus"),
         )
 
 
@@ -90,6 +94,7 @@ def create(config: Config) -> RaySandbox:
         isolation=config.isolation,
         uids=config.uids,
         limits=config.limits,
+        entrypoint_cpus=config.entrypoint_cpus,
     )
 
 
@@ -114,6 +119,8 @@ class RaySandbox:
             (`proctor.sandboxes.confine`); `"none"` runs it as the Ray worker's user.
         uids: the uid range confined sandboxes take their uid from.
         limits: each confined sandbox's caps.
+        entrypoint_cpus: CPUs each job's entrypoint reserves (None: Ray's default, the head
+            node).
     """
 
     name: BackendName = "ray"
@@ -126,8 +133,10 @@ class RaySandbox:
         isolation: Isolation = "bwrap",
         uids: str = DEFAULT_UIDS,
         limits: Limits | None = None,
+        entrypoint_cpus: float | None = None,
     ) -> None:
         self.stop_grace_seconds = stop_grace_seconds
+        self.entrypoint_cpus = entrypoint_cpus
         self.isolation = isolation
         self.uids = uids
         self.limits = limits or Limits()
@@ -171,9 +180,13 @@ class RaySandbox:
             metadata[CONFINE_METADATA_KEY] = policy.model_dump_json(
                 exclude={"command", "workdir", "env_file"}
             )
+        placement = (
+            {} if self.entrypoint_cpus is None else {"entrypoint_num_cpus": self.entrypoint_cpus}
+        )
         try:
             self._client.submit_job(
                 entrypoint=f"exec {guard} {shlex.quote(spec.command)}",
+                **placement,
                 submission_id=submission_id,
                 # Read by Ray's supervisor (how long before it SIGKILLs) and by the guard
                 # (a second less, so it finishes first). Not a secret.

@@ -74,9 +74,37 @@ def compare(
     return client.call("GET", f"/evaluations/compare?ids={ids}{mark}")
 
 
-def logs(client: PlatformClient, evaluation_id: str) -> str:
+def logs(client: PlatformClient, evaluation_id: str, *, shard: int | None = None) -> str:
     """The sandbox's output so far."""
-    return str(client.call("GET", f"/hosted-evaluations/{evaluation_id}/logs").get("logs") or "")
+    query = "" if shard is None else f"?shard={shard}"
+    path = f"/hosted-evaluations/{evaluation_id}/logs{query}"
+    return str(client.call("GET", path).get("logs") or "")
+
+
+def shard_count(record: dict[str, Any]) -> int:
+    """How many shards a hosted evaluation runs in (its metadata's `shards`; 1 if unsharded)."""
+    shards = (record.get("metadata") or {}).get("shards")
+    return shards if isinstance(shards, int) and shards > 1 else 1
+
+
+class _ShardedLog:
+    """The logs of a sharded run, followed shard by shard: whole new lines, each behind its
+    shard's `[I/N] ` (the combined answer's headlines change, so it cannot be followed)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.printed = [""] * count
+
+    def read(self, client: PlatformClient, evaluation_id: str) -> str:
+        out = []
+        for index in range(self.count):
+            text = logs(client, evaluation_id, shard=index)
+            added = new_text(self.printed[index], text)
+            whole = added[: added.rfind("\n") + 1]
+            if whole:
+                self.printed[index] = text[: len(text) - len(added) + len(whole)]
+                out += [f"[{index}/{self.count}] {line}\n" for line in whole.splitlines()]
+        return "".join(out)
 
 
 def cancel(client: PlatformClient, evaluation_id: str) -> str:
@@ -126,6 +154,7 @@ def follow(
     printed = ""
     last_status = None
     last_answer = time.monotonic()
+    sharded: _ShardedLog | None = None
     while True:
         try:
             record = get(client, evaluation_id)
@@ -134,7 +163,12 @@ def follow(
                 last_status = status
                 if on_status is not None:
                     on_status(record)
-            text = logs(client, evaluation_id)
+            if sharded is None and shard_count(record) > 1:
+                sharded = _ShardedLog(shard_count(record))
+            if sharded is not None:
+                text = printed + sharded.read(client, evaluation_id)
+            else:
+                text = logs(client, evaluation_id)
         except (PlatformUnreachable, RetryableAPIError) as e:
             # A short outage of the platform pauses following; a long one ends it.
             if time.monotonic() - last_answer > outage_seconds:
@@ -151,7 +185,10 @@ def follow(
             printed = text
         if record.get("status") in TERMINAL_STATUSES:
             # The record can turn terminal before the last lines were read: one more look.
-            added = new_text(printed, logs(client, evaluation_id))
+            if sharded is not None:
+                added = sharded.read(client, evaluation_id)
+            else:
+                added = new_text(printed, logs(client, evaluation_id))
             if added:
                 on_logs(added)
             if on_status is not None:

@@ -334,6 +334,35 @@ class HostedEvaluation(Base):
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
+class HostedShard(Base):
+    """One shard's sandbox of a sharded hosted evaluation (`eval_config.shards` > 1).
+
+    The evaluation's own `hosted_evaluations` row holds the claim, the secrets and the
+    timeout; each of its N shards has a row here with its sandbox, attempts and exit.
+    """
+
+    __tablename__ = "hosted_shards"
+
+    evaluation_id: Mapped[str] = mapped_column(
+        ForeignKey("hosted_evaluations.evaluation_id", ondelete="CASCADE"), primary_key=True
+    )
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """The shard's index I of `--shard I/N` (0-based)."""
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    """`pending` (to start), `running`, `done` (exit 0), `failed` (out of attempts) or
+    `stopped` (by a cancel, a timeout or another shard's failure)."""
+    backend: Mapped[str] = mapped_column(String(32), default="local")
+    sandbox_handle: Mapped[str | None] = mapped_column(String(200))
+    log_path: Mapped[str | None] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    """How many times its sandbox was started."""
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    """Why its last attempt failed (exit code and the log's tail)."""
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+
+
 class TraceUpload(Base):
     """One committed `POST /traces` request, unique per user and content digest.
 

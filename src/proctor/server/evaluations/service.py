@@ -369,18 +369,31 @@ def finalize(
         if metrics and metrics != (evaluation.metrics or {}):
             raise _closed(evaluation, "metrics")
         return evaluation
-    now = utcnow()
-    if not transition(session, evaluation, Event.FINALIZE, now=now):
+    if not mark_finalized(session, evaluation, metrics):
         raise Conflict(
             f"Evaluation {evaluation_id} is {evaluation.status} and cannot be finalized; "
             "its samples stay as they are.",
             code="evaluation_closed",
         )
+    return evaluation
+
+
+def mark_finalized(
+    session: Session, evaluation: Evaluation, metrics: dict[str, Any] | None
+) -> bool:
+    """Apply FINALIZE (PROCESSING, with the run's summary `metrics`); whether this call did.
+
+    The one finalize rule for a run's own `finalize` and the launcher closing a sharded
+    evaluation; `complete_statistics` then completes it.
+    """
+    now = utcnow()
+    if not transition(session, evaluation, Event.FINALIZE, now=now):
+        return False
     if metrics:
         evaluation.metrics = metrics
     evaluation.finalized_at = now
     evaluation.updated_at = now
-    return evaluation
+    return True
 
 
 def reopen(session: Session, principal: Principal, evaluation_id: str) -> Evaluation:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, BackgroundTasks, Request
+from typing import Annotated
 
+from fastapi import APIRouter, BackgroundTasks, Query, Request
+
+from proctor.sandboxes.command import MAX_SHARDS
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.deps import ReadSession, SettingsDep, WriteSession
 from proctor.server.hosted import lifecycle, service
@@ -36,10 +39,15 @@ def create(
 
 @router.get("/{evaluation_id}/logs", response_model=HostedLogs)
 def logs(
-    evaluation_id: str, principal: CurrentPrincipal, session: ReadSession, settings: SettingsDep
+    evaluation_id: str,
+    principal: CurrentPrincipal,
+    session: ReadSession,
+    settings: SettingsDep,
+    shard: Annotated[int | None, Query(ge=0, le=MAX_SHARDS)] = None,
 ) -> HostedLogs:
-    """The sandbox's output so far."""
-    return HostedLogs(logs=service.read_logs(session, principal, evaluation_id, settings.hosted))
+    """The sandbox's output so far (a sharded run's: each shard's, or `shard`'s alone)."""
+    text = service.read_logs(session, principal, evaluation_id, settings.hosted, shard=shard)
+    return HostedLogs(logs=text)
 
 
 @router.patch(

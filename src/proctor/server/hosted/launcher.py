@@ -51,13 +51,20 @@ from proctor.sandboxes.packages import install_prefix
 from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle, SandboxSpec, SandboxState
 from proctor.server.auth.service import SANDBOX_KEY_PREFIX, mint_scoped_key
 from proctor.server.db.base import as_utc, utcnow
-from proctor.server.db.models import Evaluation, HostedEvaluation
+from proctor.server.db.models import Evaluation, HostedEvaluation, HostedShard
 from proctor.server.db.session import Database
 from proctor.server.environments.artifacts import locate
 from proctor.server.errors import describe_invalid
 from proctor.server.evaluations import service as evaluations
 from proctor.server.hosted import claims, repository
 from proctor.server.hosted.settings import LauncherSettings
+from proctor.server.hosted.sharding import (
+    ShardSet,
+    close_finished,
+    shard_box,
+    shard_count,
+    sharded_handle,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,19 +95,68 @@ class _Watched:
     """A sandbox this launcher looks after."""
 
     evaluation_id: str
-    handle: SandboxHandle
+    handle: SandboxHandle | None
+    """Its sandbox; None for a sharded evaluation, whose sandboxes are in `shards`."""
     started_at: datetime
     timeout_minutes: float | None
     expected_samples: int | None
     started_mono: float = field(default_factory=time.monotonic)
     """When it started on the monotonic clock: the timeout is measured on it, so a step of
     the server's wall clock neither ends a run early nor keeps it past its time."""
+    shards: ShardSet | None = None
+    """The sandboxes of a sharded evaluation (`eval_config.shards` > 1)."""
 
     def timed_out(self) -> bool:
         """Whether its `timeout_minutes` have passed (monotonic clock)."""
         if self.timeout_minutes is None:
             return False
         return time.monotonic() - self.started_mono >= self.timeout_minutes * 60
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What each sandbox of one evaluation is started from; `spec` adds the shard."""
+
+    evaluation_id: str
+    template: str
+    environment: str
+    model: str
+    config: HostedEvalConfig
+    proctor: str | None
+    env: dict[str, str]
+    box: Path
+    writable: tuple[Path, ...]
+    endpoints: tuple[str, ...]
+    package: dict[str, object] | None
+    hidden: tuple[Path, ...]
+
+    @property
+    def shards(self) -> int:
+        """How many sandboxes write the evaluation (1: unsharded)."""
+        return self.config.shards or 1
+
+    def spec(self, shard: int | None = None) -> SandboxSpec:
+        """The sandbox of the whole run, or of shard `shard` (`--shard I/N`, its own box)."""
+        box = self.box if shard is None else shard_box(self.box, shard)
+        command = build_command(
+            self.template,
+            environment=self.environment,
+            model=self.model,
+            config=self.config,
+            proctor=self.proctor,
+            shard=None if shard is None else f"{shard}/{self.shards}",
+        )
+        return SandboxSpec(
+            evaluation_id=self.evaluation_id,
+            command=command,
+            env=self.env,
+            workdir=box / "work",
+            log_path=box / "sandbox.log",
+            writable=self.writable,
+            endpoints=self.endpoints,
+            package=self.package,
+            hidden=self.hidden,
+        )
 
 
 class Launcher:
@@ -243,6 +299,9 @@ class Launcher:
                     continue  # a local sandbox of another machine: its own server adopts it
                 hosted.launcher_id = self.launcher_id
                 hosted.heartbeat_at = now
+                if shard_count(hosted.config) > 1:
+                    self._adopt_sharded(session, hosted, evaluation, now)
+                    continue
                 if hosted.sandbox_handle is None:
                     # Started, but the launcher died before it recorded the handle?
                     self._restore_handle(hosted)
@@ -270,6 +329,32 @@ class Launcher:
                     # from the wall clock, once; from now on the monotonic clock counts.
                     started_mono=time.monotonic() - _ran_for(hosted.started_at, now),
                 )
+
+    def _adopt_sharded(
+        self, session: Session, hosted: HostedEvaluation, evaluation: Evaluation, now: datetime
+    ) -> None:
+        """Watch a sharded evaluation again: its running shards are polled, the rest started."""
+        rows = repository.shards_of(session, hosted.evaluation_id)
+        if not rows:  # claimed, never launched
+            self._release_unstarted(session, hosted, evaluation, now)
+            return
+        if hosted.backend != self.backend.name:
+            reason = f"its {hosted.backend} sandboxes cannot be reached by this launcher"
+            self._close(session, hosted, now, status="FAILED", error=reason)
+            return
+        evaluations.transition(session, hosted.evaluation_id, Event.START, now=now)
+        logger.info("launcher %s adopts the shards of %s", self.launcher_id, hosted.evaluation_id)
+        self._watched[hosted.evaluation_id] = _Watched(
+            hosted.evaluation_id,
+            None,
+            as_utc(hosted.started_at) or now,
+            hosted.timeout_minutes,
+            hosted.expected_samples,
+            started_mono=time.monotonic() - _ran_for(hosted.started_at, now),
+            shards=self._shard_set(
+                hosted.evaluation_id, evaluation.user_id, shard_count(hosted.config), rows=rows
+            ),
+        )
 
     def _box(self, evaluation_id: str) -> Path:
         return self.data_dir / "sandboxes" / evaluation_id
@@ -338,10 +423,45 @@ class Launcher:
                         )
 
     def _launch(self, evaluation_id: str, user_id: str) -> None:
+        prepared = self._prepare(evaluation_id, user_id)
+        if prepared is None:
+            return
+        if prepared.shards > 1:
+            self._launch_sharded(prepared, user_id)
+            return
+        spec = prepared.spec()
+        handle = self.backend.start(spec)
+        # Recorded at once, so a launcher dying before the database write cannot orphan it.
+        box = self._box(evaluation_id)
+        box.mkdir(parents=True, exist_ok=True)
+        (box / "handle").write_text(handle.token())
+        now = utcnow()
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)
             if found is None or not claims.holds(found[0], self.launcher_id):
+                # Gone, or adopted by another launcher while this one started it: that one
+                # runs it, so this sandbox would be a second copy.
+                self.backend.stop(handle, grace_seconds=self.settings.stop_grace_seconds)
                 return
+            hosted = found[0]
+            hosted.sandbox_handle = handle.token()
+            hosted.backend = self.backend.name
+            hosted.pid = int(handle.ref) if handle.backend == "local" else None
+            hosted.log_path = handle.log_path
+            hosted.started_at = now
+            hosted.heartbeat_at = now
+            evaluations.transition(session, evaluation_id, Event.START, now=now)
+        self._watched[evaluation_id] = _Watched(
+            evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
+        )
+
+    def _prepare(self, evaluation_id: str, user_id: str) -> _Prepared | None:
+        """Everything a sandbox of this evaluation starts from: a scoped key, the command,
+        the environment; a pushed environment's package installed. None: it is gone."""
+        with self.db.write() as session:
+            found = repository.get(session, evaluation_id)
+            if found is None or not claims.holds(found[0], self.launcher_id):
+                return None
             hosted = found[0]
             stored = dict(hosted.config or {})
             stored_secrets = dict(hosted.secrets or {})
@@ -382,13 +502,6 @@ class Launcher:
                 "index_url": self.settings.package_index,
                 "ref": package.get("ref", package["sha256"][:12]),
             }
-        command = build_command(
-            self.settings.command,
-            environment=str(stored["environment"]),
-            model=str(stored["model"]),
-            config=config,
-            proctor=prefix,
-        )
         env = {
             "PROCTOR_API_URL": self.api_url,
             "PROCTOR_API_KEY": key,
@@ -401,40 +514,77 @@ class Launcher:
             if value and config.api_key_var in self.settings.forwarded_names():
                 env[config.api_key_var] = value
         env.update(secrets)
-        spec = SandboxSpec(
+        prepared = _Prepared(
             evaluation_id=evaluation_id,
-            command=command,
+            template=self.settings.command,
+            environment=str(stored["environment"]),
+            model=str(stored["model"]),
+            config=config,
+            proctor=prefix,
             env=env,
-            workdir=box / "work",
-            log_path=box / "sandbox.log",
+            box=box,
             writable=writable,
             endpoints=self._endpoints(config),
             package=built,
             hidden=(self.data_dir,),
             readonly=self.settings.readonly_paths(),
         )
-        handle = self.backend.start(spec)
-        # Recorded at once, so a launcher dying before the database write cannot orphan it.
-        box.mkdir(parents=True, exist_ok=True)
-        (box / "handle").write_text(handle.token())
+        # A template that cannot carry the command fails here, before any sandbox starts.
+        prepared.spec(0 if prepared.shards > 1 else None)
+        return prepared
+
+    def _launch_sharded(self, prepared: _Prepared, user_id: str) -> None:
+        """Record the evaluation's N shards, then start them (`sharding`)."""
+        evaluation_id = prepared.evaluation_id
         now = utcnow()
         with self.db.write() as session:
             found = repository.get(session, evaluation_id)
             if found is None or not claims.holds(found[0], self.launcher_id):
-                # Gone, or adopted by another launcher while this one started it: that one
-                # runs it, so this sandbox would be a second copy.
-                self.backend.stop(handle, grace_seconds=self.settings.stop_grace_seconds)
                 return
             hosted = found[0]
-            hosted.sandbox_handle = handle.token()
+            ShardSet.create_rows(session, evaluation_id, prepared.shards, self.backend.name)
+            # Its sandboxes' handles are the shards' rows; this marks it started (`claims`).
+            hosted.sandbox_handle = sharded_handle(prepared.shards)
             hosted.backend = self.backend.name
-            hosted.pid = int(handle.ref) if handle.backend == "local" else None
-            hosted.log_path = handle.log_path
             hosted.started_at = now
             hosted.heartbeat_at = now
             evaluations.transition(session, evaluation_id, Event.START, now=now)
+            timeout, expected = hosted.timeout_minutes, hosted.expected_samples
+        shards = self._shard_set(evaluation_id, user_id, prepared.shards, prepared=prepared)
         self._watched[evaluation_id] = _Watched(
-            evaluation_id, handle, now, hosted.timeout_minutes, hosted.expected_samples
+            evaluation_id, None, now, timeout, expected, shards=shards
+        )
+        shards.poll()  # starts them all now rather than at the next tick
+
+    def _shard_set(
+        self,
+        evaluation_id: str,
+        user_id: str,
+        count: int,
+        *,
+        prepared: _Prepared | None = None,
+        rows: list[HostedShard] | None = None,
+    ) -> ShardSet:
+        """The shards of an evaluation; an adopted one prepares its spec at its first start."""
+        cache = [prepared] if prepared is not None else []
+
+        def spec_of(index: int) -> SandboxSpec:
+            if not cache:
+                again = self._prepare(evaluation_id, user_id)
+                if again is None:
+                    raise ProctorError(f"evaluation {evaluation_id} is gone")
+                cache.append(again)
+            return cache[0].spec(index)
+
+        return ShardSet(
+            db=self.db,
+            backend=self.backend,
+            evaluation_id=evaluation_id,
+            count=count,
+            attempts=self.settings.shard_attempts,
+            box=self._box(evaluation_id),
+            spec_of=spec_of,
+            rows=rows,
         )
 
     def _endpoints(self, config: HostedEvalConfig) -> tuple[str, ...]:
@@ -471,7 +621,9 @@ class Launcher:
 
     def _watch_all(self, records: dict[str, tuple[str, bool]]) -> None:
         """Poll every watched sandbox; stop the cancelled and timed-out ones side by side."""
-        to_stop: list[tuple[_Watched, Literal["gone", "cancelled", "timed_out"]]] = []
+        to_stop: list[
+            tuple[_Watched, Literal["gone", "cancelled", "timed_out", "shards_ended"]]
+        ] = []
         for watched in list(self._watched.values()):
             record = records.get(watched.evaluation_id)
             if record is None:
@@ -486,6 +638,11 @@ class Launcher:
                 logger.info("the sandbox of %s timed out", watched.evaluation_id)
                 to_stop.append((watched, "timed_out"))
                 continue
+            if watched.shards is not None:
+                if watched.shards.poll() is not None:  # all done, or one out of attempts
+                    to_stop.append((watched, "shards_ended"))
+                continue
+            assert watched.handle is not None
             state = self.backend.poll(watched.handle)
             if not state.running:
                 self._finish(watched, state)
@@ -498,10 +655,20 @@ class Launcher:
             if why == "gone":
                 self._watched.pop(watched.evaluation_id, None)
                 continue
+            if watched.shards is not None:
+                self._finish_sharded(
+                    watched, cancelled=why == "cancelled", timed_out=why == "timed_out"
+                )
+                continue
+            assert watched.handle is not None
             state = self.backend.poll(watched.handle)
             self._finish(watched, state, cancelled=why == "cancelled", timed_out=why == "timed_out")
 
     def _stop_sandbox(self, watched: _Watched) -> None:
+        if watched.shards is not None:
+            watched.shards.stop_all(self.settings.stop_grace_seconds)
+            return
+        assert watched.handle is not None
         try:
             self.backend.stop(watched.handle, grace_seconds=self.settings.stop_grace_seconds)
         except Exception:
@@ -517,6 +684,7 @@ class Launcher:
     ) -> None:
         """Apply the exit rules (module docstring) and close the sandbox's record."""
         evaluation_id = watched.evaluation_id
+        assert watched.handle is not None
         tail = "" if state.exit_code == 0 else self.backend.logs(watched.handle, _ERROR_TAIL_BYTES)
         now = utcnow()
         with self.db.write() as session:
@@ -537,6 +705,44 @@ class Launcher:
             )
         self._watched.pop(evaluation_id, None)
         logger.info("sandbox of %s ended (exit %s)", evaluation_id, state.exit_code)
+
+    def _finish_sharded(self, watched: _Watched, *, cancelled: bool, timed_out: bool) -> None:
+        """Close a sharded evaluation: finalize it once every shard is done and the count is
+        exact, else FAILED, CANCELLED or TIMEOUT (`sharding`'s table)."""
+        evaluation_id = watched.evaluation_id
+        assert watched.shards is not None
+        ended = watched.shards.ended
+        finalized = False
+        with self.db.write() as session:
+            found = repository.get(session, evaluation_id)
+            if found is None or not claims.holds(found[0], self.launcher_id):
+                self._watched.pop(evaluation_id, None)  # gone, or another launcher closes it
+                return
+            hosted, evaluation = found
+            status: str | None = None
+            error: str | None = None
+            if cancelled or timed_out:
+                verdict = _verdict(
+                    evaluation, watched, SandboxState(running=False), "", cancelled, timed_out
+                )
+                status, error = verdict.status, verdict.error
+            elif ended is not None and ended.failed is not None:
+                status, error = "FAILED", ended.error
+            else:
+                finalized, error = close_finished(session, evaluation, watched.expected_samples)
+                status = "FAILED" if error else None
+            if not finalized:
+                self._close(session, hosted, utcnow(), status=status, error=error)
+        if finalized:
+            # Completed before the record closes, so whoever sees it closed sees it COMPLETED;
+            # a launcher dying in between leaves it to the next, which finds it finalized.
+            evaluations.complete_statistics(self.db, evaluation_id)
+            with self.db.write() as session:
+                found = repository.get(session, evaluation_id)
+                if found is not None and claims.holds(found[0], self.launcher_id):
+                    self._close(session, found[0], utcnow(), status=None, error=None)
+        self._watched.pop(evaluation_id, None)
+        logger.info("the shards of %s ended (%s)", evaluation_id, status or "finalized")
 
     def _close(
         self,

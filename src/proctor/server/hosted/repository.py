@@ -11,7 +11,14 @@ from datetime import datetime
 from sqlalchemy import func, null, select, update
 from sqlalchemy.orm import Session
 
-from proctor.server.db.models import ApiKey, Evaluation, HostedEvaluation, User
+from proctor.server.db.models import (
+    ApiKey,
+    Evaluation,
+    HostedEvaluation,
+    HostedShard,
+    SampleRow,
+    User,
+)
 
 
 def get(session: Session, evaluation_id: str) -> tuple[HostedEvaluation, Evaluation] | None:
@@ -149,3 +156,33 @@ def evaluation(session: Session, evaluation_id: str) -> Evaluation | None:
 def count_users(session: Session) -> int:
     """How many users the server has (one is a single-user server)."""
     return int(session.scalar(select(func.count()).select_from(User)) or 0)
+
+
+def shards_of(session: Session, evaluation_id: str) -> list[HostedShard]:
+    """The shard rows of a sharded hosted evaluation, by index (none when unsharded)."""
+    return list(
+        session.scalars(
+            select(HostedShard)
+            .where(HostedShard.evaluation_id == evaluation_id)
+            .order_by(HostedShard.shard)
+        )
+    )
+
+
+def samples_per_shard(
+    session: Session, evaluation_id: str, *, count: int, rollouts: int
+) -> dict[int, int]:
+    """`{shard: samples stored}`: the pair at plan position `example * rollouts + rollout - 1`
+    belongs to shard `position % count` (round robin, as `--shard` slices the plan)."""
+    position = SampleRow.example_id * rollouts + SampleRow.rollout_number - 1
+    shard = (position % count).label("shard")
+    rows = session.execute(
+        select(shard, func.count())
+        .where(
+            SampleRow.evaluation_id == evaluation_id,
+            SampleRow.example_id.is_not(None),
+            SampleRow.rollout_number.is_not(None),
+        )
+        .group_by(shard)
+    ).all()
+    return {int(r[0] or 0): int(r[1]) for r in rows}

@@ -20,7 +20,7 @@ from proctor.sandboxes.backends import create_backend
 from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
-from proctor.server.db.models import HostedEvaluation
+from proctor.server.db.models import Evaluation, HostedEvaluation
 from proctor.server.environments import service as environment_service
 from proctor.server.errors import (
     BadRequest,
@@ -32,9 +32,10 @@ from proctor.server.errors import (
 )
 from proctor.server.evaluations import service as evaluations
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef
-from proctor.server.hosted import repository
+from proctor.server.hosted import repository, sharding
 from proctor.server.hosted.schemas import CreateHostedEvaluation
 from proctor.server.hosted.settings import LauncherSettings
+from proctor.server.hosted.sharding import shard_count
 from proctor.server.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -163,16 +164,45 @@ def expected_samples(session: Session, evaluation_id: str) -> int | None:
 
 
 def read_logs(
-    session: Session, principal: Principal, evaluation_id: str, settings: LauncherSettings
+    session: Session,
+    principal: Principal,
+    evaluation_id: str,
+    settings: LauncherSettings,
+    *,
+    shard: int | None = None,
 ) -> str:
-    """The sandbox's output so far; empty before it starts."""
-    evaluations.get_visible(session, principal, evaluation_id)
+    """The sandbox's output so far; empty before it starts.
+
+    A sharded evaluation's answer is each shard's headline (state, attempt, samples) and
+    log tail, under a line with the whole's progress; `shard` picks one shard's log alone.
+
+    Raises:
+        NotVisible: `shard` names no shard of this evaluation.
+    """
+    evaluation = evaluations.get_visible(session, principal, evaluation_id)
     hosted = _hosted(session, evaluation_id)
+    count = shard_count(hosted.config)
+    if shard is not None and not 0 <= shard < count:
+        raise NotVisible(
+            f"Evaluation {evaluation_id} has no shard {shard}; it runs in {count} "
+            f"shard{'s' if count != 1 else ''} (0 to {count - 1}).",
+            code="no_such_shard",
+        )
+    if count > 1:
+        return _sharded_logs(session, evaluation, hosted, settings, shard)
     if hosted.sandbox_handle is None:
         return ""
     backend = _log_backend(settings, hosted.backend)
     handle = SandboxHandle.from_token(backend.name, hosted.sandbox_handle, log_path=hosted.log_path)
     return backend.logs(handle, settings.log_tail_bytes)
+
+
+def shard_progress(session: Session, evaluation: Evaluation) -> list[sharding.ShardProgress]:
+    """Each shard of a visible hosted evaluation (empty when it is not sharded)."""
+    hosted = session.get(HostedEvaluation, evaluation.id)
+    if hosted is None:
+        return []
+    return sharding.progress(session, evaluation.id, hosted.config, hosted.expected_samples)
 
 
 def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
@@ -205,3 +235,33 @@ def cancel(session: Session, principal: Principal, evaluation_id: str) -> str:
         repository.drop_secrets(session, evaluation_id)
     logger.info("cancel requested for hosted evaluation %s", evaluation_id)
     return f"Evaluation {evaluation_id} cancelled; its sandbox is being stopped."
+
+
+def _sharded_logs(
+    session: Session,
+    evaluation: Evaluation,
+    hosted: HostedEvaluation,
+    settings: LauncherSettings,
+    shard: int | None,
+) -> str:
+    shards = sharding.progress(session, evaluation.id, hosted.config, hosted.expected_samples)
+    rows = {row.shard: row for row in repository.shards_of(session, evaluation.id)}
+    backend = _log_backend(settings, hosted.backend)
+
+    def log_of(index: int, tail_bytes: int) -> str:
+        row = rows.get(index)
+        handle = None if row is None else sharding.handle_of(row, backend.name)
+        return "" if handle is None else backend.logs(handle, tail_bytes)
+
+    if shard is not None:
+        return log_of(shard, settings.log_tail_bytes)
+    each = max(1024, settings.log_tail_bytes // len(shards))
+    expected = hosted.expected_samples
+    whole = f"{evaluation.total_samples} of {expected}" if expected else evaluation.total_samples
+    parts = [f"== {len(shards)} shards: {whole} samples ==\n"]
+    for item in shards:
+        text = log_of(item.index, each)
+        parts.append(f"== {item.headline()} ==\n{text}")
+        if text and not text.endswith("\n"):
+            parts.append("\n")
+    return "".join(parts)

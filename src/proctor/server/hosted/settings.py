@@ -34,6 +34,9 @@ class LauncherSettings(BaseSettings):
     """Where sandboxes run: `local` processes or `ray` jobs."""
     ray_address: str | None = None
     """The Ray job API address (e.g. http://127.0.0.1:8265), for `sandbox = ray`."""
+    ray_entrypoint_cpus: float | None = Field(default=None, ge=0)
+    """CPUs each Ray job's entrypoint reserves, so Ray places it on any node with them free
+    (unset: Ray runs every entrypoint on the head node)."""
     isolation: Isolation = "bwrap"
     """How sandboxes are confined: `bwrap` (their own uid, root, network and cgroup; see
     docs/security.md) or `none` (the server's own user: refused once the server has more
@@ -63,6 +66,9 @@ class LauncherSettings(BaseSettings):
     """Time between SIGTERM and SIGKILL when a sandbox is stopped."""
     max_attempts: int = Field(default=3, ge=1)
     """Times an evaluation is claimed before the launcher gives up on starting it."""
+    shard_attempts: int = Field(default=3, ge=1)
+    """Times one shard of a sharded evaluation is started before the evaluation is FAILED
+    (a retried shard stores only the samples it lacks)."""
     forward_env: str = ""
     """Comma-separated names of the launcher's own variables a sandbox may receive through
     `api_key_var` (e.g. `OPENAI_API_KEY`); others never leave the launcher."""

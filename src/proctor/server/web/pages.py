@@ -285,6 +285,19 @@ class Progress(_Model):
     eta_s: float | None
 
 
+class ShardRow(_Model):
+    """One shard of a sharded hosted evaluation: its state, attempts and samples."""
+
+    index: int
+    count: int
+    state: str
+    attempt: int
+    samples: int
+    expected: int | None
+    error: str | None
+    """The first line of why its last attempt failed."""
+
+
 class MetricRow(_Model):
     """One value of the run summary the client wrote."""
 
@@ -313,6 +326,8 @@ class EvaluationPage(_Model):
     logs_reset: bool
     logs_from: int
     logs_length: int | None
+    shards: list[ShardRow]
+    """Each shard of a sharded hosted evaluation (empty otherwise)."""
     table: SamplesTable
     cancellable: bool
     refresh_s: int | None

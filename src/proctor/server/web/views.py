@@ -51,6 +51,7 @@ from proctor.server.web.pages import (
     SamplesPage,
     SamplesTable,
     SampleTrace,
+    ShardRow,
     Step,
     StepOutput,
     ToolCall,
@@ -255,6 +256,16 @@ def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery)
     )
 
 
+def _shard_rows(session: Session, evaluation: Evaluation) -> list[ShardRow]:
+    """The shards of a sharded hosted evaluation, each with the first line of its failure."""
+    if not evaluation.is_hosted:
+        return []
+    return [
+        ShardRow(**{**vars(item), "error": (item.error or "").split("\n", 1)[0] or None})
+        for item in hosted.shard_progress(session, evaluation)
+    ]
+
+
 def _hosted_logs(
     session: Session, principal: Principal, evaluation: Evaluation, app: FastAPI
 ) -> str | None:
@@ -290,6 +301,7 @@ def evaluation_page(
     threshold = summary["pass_threshold"]
     figures = histograms.evaluation_stats(session, evaluation, threshold=threshold)
     logs = _hosted_logs(session, principal, evaluation, app)
+    shards = _shard_rows(session, evaluation)
     header = _header(evaluation, public_url)
     return EvaluationPage(
         evaluation=header,
@@ -302,11 +314,15 @@ def evaluation_page(
         errored_examples=figures.errored_examples,
         histogram=figures.histogram,
         examples=figures.examples,
-        # A log shorter than what the page has shown was restarted or cut: send it whole.
-        logs=None if logs is None else logs[logs_from if len(logs) >= logs_from else 0 :],
-        logs_reset=logs is not None and len(logs) < logs_from,
+        # A log shorter than what the page has shown was restarted or cut, and a sharded
+        # run's changes in the middle (each shard's part grows): send it whole.
+        logs=None
+        if logs is None
+        else logs[logs_from if len(logs) >= logs_from and not shards else 0 :],
+        logs_reset=logs is not None and (len(logs) < logs_from or bool(shards)),
         logs_from=logs_from,
         logs_length=None if logs is None else len(logs),
+        shards=shards,
         table=samples_table(session, evaluation, query),
         cancellable=header.is_hosted and header.live,
         refresh_s=REFRESH_S if header.live else None,

@@ -114,6 +114,16 @@
       num(p.done) + (p.expected ? " of " + num(p.expected) : "") + " samples");
     text(document.querySelector('[data-field="elapsed"]'), seconds(p.elapsed_s));
     text(document.querySelector('[data-field="eta"]'), seconds(p.eta_s));
+    var shards = document.querySelector("#shards tbody");
+    if (shards && data.shards) {
+      shards.textContent = "";
+      data.shards.forEach(function (s) {
+        var row = shards.insertRow();
+        [s.index + "/" + s.count, s.state, String(s.attempt),
+          num(s.samples) + (s.expected === null ? "" : " of " + num(s.expected)), s.error || ""]
+          .forEach(function (value) { row.insertCell().textContent = value; });
+      });
+    }
     var log = document.getElementById("hosted-logs");
     if (log && data.logs !== null) {
       // Follow the log only when the reader is at its end: never jump away from what they read.

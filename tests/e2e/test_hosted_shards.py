@@ -1,0 +1,184 @@
+"""A sharded hosted evaluation end to end on local sandboxes: a real server whose launcher
+runs N `proctor eval --shard I/N --run.attach` sandboxes against a slow demo model.
+
+tests/sandboxes/test_ray_shards.py runs the same on a three-node Ray cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.conftest import Platform, start_platform
+from tests.e2e.hosted_helpers import create_hosted, wait_closed, wait_status
+from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+
+pytestmark = pytest.mark.e2e
+
+LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
+
+
+@pytest.fixture(scope="module")
+def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A demo model that waits 200 ms before each answer, so shards run for seconds."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
+    args = [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port)]
+    proc = ManagedProcess([*args, "--latency-ms", "200"], log).start()
+    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    platform = start_platform(tmp_path_factory.mktemp("shards-platform"), extra_env=LAUNCHER_ENV)
+    yield platform
+    platform.process.stop()
+
+
+def shard_rows(platform: Platform, evaluation_id: str) -> list[dict[str, Any]]:
+    """The launcher's shard rows, read straight from the SQLite file."""
+    with sqlite3.connect(platform.data_dir / "proctor.db", timeout=30) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute(
+            "SELECT * FROM hosted_shards WHERE evaluation_id = ? ORDER BY shard", (evaluation_id,)
+        ).fetchall()
+    return [dict(row) for row in rows]
+
+
+def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int, int]]:
+    """How often each (example, rollout) pair is stored."""
+    pairs: Counter[tuple[int, int]] = Counter()
+    page = 1
+    while True:
+        answer = client.get(
+            f"/evaluations/{evaluation_id}/samples", params={"page": page, "limit": 100}
+        ).json()
+        pairs.update((s["example_id"], s["rollout_number"]) for s in answer["samples"])
+        if not answer["has_more"]:
+            return pairs
+        page += 1
+
+
+def logs_of(client: httpx.Client, evaluation_id: str) -> str:
+    return str(client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"])
+
+
+def wait_for(what: str, check: Any, timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"{what} never happened")
+
+
+def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
+    plat: Platform, slow_model: str, tmp_path: Path
+) -> None:
+    client = plat.client()
+    evaluation_id = create_hosted(
+        client,
+        num_examples=8,
+        rollouts_per_example=2,
+        shards=3,
+        max_concurrent=2,
+        api_base_url=slow_model,
+    )
+    # Shard 1's sandbox is killed (its whole process group) once it has stored samples.
+
+    def storing() -> bool:
+        text = logs_of(client, evaluation_id)
+        head = "shard 1/3: running, attempt 1, "
+        return head in text and f"{head}0 of" not in text
+
+    wait_for("shard 1 storing samples", storing)
+    pid = int(str(shard_rows(plat, evaluation_id)[1]["sandbox_handle"]).partition("@")[0])
+    os.killpg(pid, 9)
+    done = wait_closed(client, plat, evaluation_id, timeout=240)
+    assert done["status"] == "COMPLETED", (done["error_message"], logs_of(client, evaluation_id))
+    assert done["total_samples"] == 16
+    pairs = stored_pairs(client, evaluation_id)
+    assert pairs == Counter({(e, r): 1 for e in range(8) for r in (1, 2)})
+    assert isinstance(done["metrics"].get("avg_reward"), float)
+    rows = shard_rows(plat, evaluation_id)
+    assert [(r["state"], r["attempt"]) for r in rows] == [("done", 1), ("done", 2), ("done", 1)]
+    assert "exit code" in rows[1]["error"]
+    # The dashboard shows each shard beside the whole's progress.
+    with httpx.Client(base_url=plat.url, timeout=30) as web:
+        login = web.post("/login", data={"api_key": plat.api_key, "next": "/evaluations"})
+        assert login.status_code == 303, login.text
+        # The cookie is Secure (loopback counts as secure for browsers, not for httpx's jar).
+        cookie = {"Cookie": f"proctor_session={login.cookies['proctor_session']}"}
+        path = f"/evaluations/{evaluation_id}"
+        page = web.get(path, params={"format": "json"}, headers=cookie).json()
+        html = web.get(path, headers=cookie).text
+    assert page["progress"]["done"] == page["progress"]["expected"] == 16
+    assert [(s["index"], s["state"], s["attempt"], s["samples"]) for s in page["shards"]] == [
+        (0, "done", 1, 6),
+        (1, "done", 2, 5),
+        (2, "done", 1, 5),
+    ]
+    assert page["shards"][1]["error"].startswith("exit code") and 'id="shards"' in html
+    # The CLI shows each shard's log and progress.
+    env = {**os.environ, "PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
+    env["HOME"] = str(tmp_path)
+    logs = subprocess.run(
+        [*PROCTOR, "hosted", "logs", evaluation_id], env=env, capture_output=True, text=True
+    )
+    assert logs.returncode == 0, logs.stderr
+    assert "== 3 shards: 16 of 16 samples ==" in logs.stdout
+    assert "== shard 1/3: done, attempt 2, 5 of 5 samples ==" in logs.stdout
+    one = subprocess.run(
+        [*PROCTOR, "hosted", "logs", evaluation_id, "--shard", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert one.returncode == 0 and "shard 2/3 done" in one.stdout + one.stderr
+
+
+def test_cli_runs_shards_and_follows_each_shards_log(
+    plat: Platform, slow_model: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
+    env["HOME"] = str(tmp_path)
+    run = subprocess.run(
+        [
+            *PROCTOR,
+            "hosted",
+            "run",
+            "alphabet-sort",
+            "-m",
+            "demo",
+            "-n",
+            "4",
+            "-r",
+            "1",
+            "--api-base-url",
+            slow_model,
+            "--shards",
+            "2",
+            "--follow",
+            "--poll-seconds",
+            "0.2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    evaluation_id = run.stdout.splitlines()[0].strip()
+    assert "[0/2] " in run.stdout and "[1/2] " in run.stdout
+    record = wait_status(plat.client(), evaluation_id, ("COMPLETED",))
+    assert record["total_samples"] == 4 and record["metadata"]["shards"] == 2
