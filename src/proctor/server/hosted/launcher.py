@@ -129,6 +129,7 @@ class _Prepared:
     endpoints: tuple[str, ...]
     package: dict[str, object] | None
     hidden: tuple[Path, ...]
+    readonly: tuple[Path, ...]
 
     @property
     def shards(self) -> int:
@@ -156,6 +157,7 @@ class _Prepared:
             endpoints=self.endpoints,
             package=self.package,
             hidden=self.hidden,
+            readonly=self.readonly,
         )
 
 
