@@ -328,8 +328,19 @@ def check_comparable(session: Session, evaluations: list[Evaluation]) -> None:
                 f"{names[0]!r} ran with env_args {json.dumps(args[0], sort_keys=True)} and "
                 f"{names[1]!r} with {json.dumps(args[1], sort_keys=True)}"
             )
-        if not repository.shared_example(session, first.id, other.id):
+        if not _share_an_example(session, first, other):
             raise refuse(f"{names[0]!r} and {names[1]!r} share no example id")
+
+
+def _share_an_example(session: Session, first: Evaluation, other: Evaluation) -> bool:
+    # From the per-example means (cached per state, read from the tallies when kept): a
+    # query over both runs' samples costs seconds at 1M samples on every compare request.
+    if first.tallies is None or other.tallies is None:
+        return repository.shared_example(session, first.id, other.id)
+    return _cached(
+        ("shared", *_state(first), *_state(other)),
+        lambda: not example_means(session, first).keys().isdisjoint(example_means(session, other)),
+    )
 
 
 def compare(
