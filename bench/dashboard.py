@@ -14,7 +14,15 @@ server's). The first request of each page is reported apart ("cold") and exclude
 p50/p99. Evaluations are seeded as COMPLETED without the finalize task, so the first view
 pays for the statistics a real run computes when it finalizes.
 
+The first evaluation is RUNNING and short of `--stream` samples: they are posted through
+the API in batches while the live page is polled as its script does (JSON twin, then the
+HTML it redraws from, and the stats API), which gives the poll cost while a run streams in.
+Then the pages above, compare sorted over all examples, the statistics' CPU time in this
+process (from the running tallies, and once recounted from the samples), and the first
+views after a server restart.
+
 Usage: .venv/bin/python bench/dashboard.py [--samples 100000] [--repeat 30]
+       [--stream 20000] [--batch 250]
        [--database-url postgresql://...] [--out bench/results/dashboard.md [--append]]
 """
 
@@ -28,6 +36,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,13 +51,16 @@ from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E
 
 from proctor.server.auth import service as auth  # noqa: E402
 from proctor.server.db.base import utcnow  # noqa: E402
+from proctor.server.db.models import Evaluation  # noqa: E402
 from proctor.server.environments import service as environments  # noqa: E402
 from proctor.server.environments.schemas import ResolveRequest  # noqa: E402
-from proctor.server.evaluations import repository  # noqa: E402
+from proctor.server.evaluations import repository, tallies  # noqa: E402
 from proctor.server.evaluations import service as evaluations  # noqa: E402
+from proctor.server.evaluations import stats as evaluation_stats  # noqa: E402
 from proctor.server.evaluations.schemas import CreateEvaluation, EnvironmentRef  # noqa: E402
 from proctor.server.settings import Settings  # noqa: E402
 from proctor.server.setup import open_database  # noqa: E402
+from proctor.server.web import histograms  # noqa: E402
 
 KEY = "pk-bench-dashboard-0123456789abcdef"
 CHUNK = 5000
@@ -93,8 +105,14 @@ def _sample(index: int, rollouts: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
-    """Create one evaluation with `samples` samples; returns its id."""
+def seed(
+    settings: Settings, samples: int, rollouts: int, name: str, *, status: str = "COMPLETED"
+) -> str:
+    """Create one evaluation with `samples` samples in `status`; returns its id.
+
+    Each chunk is inserted and folded into the running statistics in one transaction, as
+    the samples endpoint does.
+    """
     db = open_database(settings)
     rng = random.Random(name)
     with db.write() as session:
@@ -110,9 +128,10 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
         evaluation_id = evaluations.create_evaluation(session, principal, payload).id
     seq = 0
     for start in range(0, samples, CHUNK):
-        rows = []
+        rows, usages = [], []
         for index in range(start, min(start + CHUNK, samples)):
             sample = _sample(index, rollouts, rng)
+            usages.append(tallies.usage_of(sample))
             seq += 1
             rows.append(
                 {
@@ -131,6 +150,9 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
             repository.insert_samples(session, rows)
             evaluation = repository.get(session, evaluation_id)
             assert evaluation is not None
+            kept = tallies.load(evaluation.tallies) or tallies.Tallies(mark=1.0)
+            tallies.fold(session.connection(), evaluation_id, kept, rows, usages)
+            evaluation.tallies = kept.to_json()
             # The counters count scored samples only, as the samples endpoint does.
             rewards = [r["reward"] for r in rows if not r["has_error"]]
             evaluation.total_samples = seq
@@ -142,9 +164,12 @@ def seed(settings: Settings, samples: int, rollouts: int, name: str) -> str:
     with db.write() as session:
         evaluation = repository.get(session, evaluation_id)
         assert evaluation is not None
-        evaluation.status = "COMPLETED"
-        evaluation.completed_at = utcnow()
-        evaluation.metrics = {"avg_reward": evaluation.avg_score, "avg_metrics": {}}
+        evaluation.status = status
+        if status == "COMPLETED":
+            evaluation.completed_at = utcnow()
+            evaluation.metrics = {"avg_reward": evaluation.avg_score, "avg_metrics": {}}
+        else:
+            evaluation.started_at = utcnow()
     db.dispose()
     return evaluation_id
 
@@ -179,6 +204,108 @@ def measure(
     return figures
 
 
+def stream_and_poll(
+    client: httpx.Client,
+    evaluation_id: str,
+    *,
+    first: int,
+    count: int,
+    rollouts: int,
+    batch: int,
+    bearer: dict[str, str],
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Post `count` samples to a RUNNING evaluation in batches of `batch` (a run streaming in)
+    while polling its live page as the dashboard's script does; returns the server ms of
+    each poll by page (wall ms for the API, which has no Server-Timing) and each batch's ms.
+    """
+    done = threading.Event()
+    ingest: list[float] = []
+    failures: list[str] = []
+
+    def stream() -> None:
+        rng = random.Random("stream")
+        try:
+            with httpx.Client(base_url=client.base_url, timeout=300, headers=bearer) as poster:
+                for start in range(first, first + count, batch):
+                    indices = range(start, min(start + batch, first + count))
+                    body = {"samples": [_sample(i, rollouts, rng) for i in indices]}
+                    started = time.perf_counter()
+                    path = f"/api/v1/evaluations/{evaluation_id}/samples"
+                    response = poster.post(path, json=body)
+                    ingest.append((time.perf_counter() - started) * 1000)
+                    if not response.is_success:
+                        failures.append(response.text[:300])
+                        return
+        finally:
+            done.set()
+
+    polls = {
+        "live page poll (JSON twin, what the page's script fetches)": (
+            f"/evaluations/{evaluation_id}?format=json",
+            None,
+        ),
+        "live page (HTML, fetched to redraw histograms, pass@k, samples)": (
+            f"/evaluations/{evaluation_id}",
+            None,
+        ),
+        "stats API (wall)": (f"/api/v1/evaluations/{evaluation_id}/stats", bearer),
+    }
+    times: dict[str, list[float]] = {name: [] for name in polls}
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    while not done.is_set():
+        for name, (path, headers) in polls.items():
+            started = time.perf_counter()
+            response = client.get(path, headers=headers)
+            wall = (time.perf_counter() - started) * 1000
+            if response.status_code != 200:
+                raise SystemExit(f"GET {path} answered {response.status_code}")
+            timing = response.headers.get("server-timing")
+            times[name].append(float(timing.partition("dur=")[2]) if timing else wall)
+        time.sleep(0.1)
+    thread.join()
+    if failures:
+        raise SystemExit(f"streaming samples failed: {failures[0]}")
+    return times, ingest
+
+
+def statistics_cost(settings: Settings, evaluation_id: str, repeat: int) -> dict[str, list[float]]:
+    """CPU ms of one poll's statistics (headline, pass@k, both histograms, errored counts),
+    computed in this process from the tallies and, once, recounted from the samples.
+
+    The thread's CPU time is what a poll costs the server whatever else shares the machine
+    (the wall time of a page on a loaded box is mostly waiting for a core).
+    """
+    db = open_database(settings)
+    costs: dict[str, list[float]] = {}
+    for label, recount, times in (("from the tallies", False, repeat), ("recounted", True, 1)):
+        for _ in range(times):
+            with db.read() as session:
+                evaluation = session.get(Evaluation, evaluation_id)
+                assert evaluation is not None
+                if recount:
+                    session.expunge(evaluation)
+                    evaluation.tallies = None
+                started = time.thread_time()
+                evaluation_stats._compute(session, evaluation, 1.0, "default")
+                histograms.reward_histogram(session, evaluation)
+                histograms.example_summary(session, evaluation, threshold=1.0)
+                service_counts = (
+                    evaluations.count_errored(session, evaluation),
+                    evaluations.errored_examples(session, evaluation),
+                )
+                assert service_counts[0] >= 0
+                costs.setdefault(label, []).append((time.thread_time() - started) * 1000)
+    db.dispose()
+    return costs
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p99, ordered[-1]
+
+
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
@@ -191,6 +318,10 @@ def main() -> None:
     parser.add_argument(
         "--uncached-repeat", type=int, default=10, help="repeats of the cache-missing rows"
     )
+    parser.add_argument(
+        "--stream", type=int, default=20_000, help="samples posted while the live page is polled"
+    )
+    parser.add_argument("--batch", type=int, default=250, help="samples per streamed batch")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the report here too")
     parser.add_argument("--append", action="store_true", help="append to --out, not replace")
@@ -204,7 +335,7 @@ def main() -> None:
             PROCTOR_DATABASE_URL=args.database_url,  # type: ignore[call-arg]
         )
         started = time.perf_counter()
-        big = seed(settings, args.samples, args.rollouts, "big")
+        big = seed(settings, args.samples - args.stream, args.rollouts, "big", status="RUNNING")
         other = seed(settings, args.samples, args.rollouts, "big-b")
         seed_s = time.perf_counter() - started
         if args.database_url:
@@ -222,25 +353,42 @@ def main() -> None:
         if args.database_url:
             env["PROCTOR_DATABASE_URL"] = args.database_url
         cmd = [*PROCTOR, "server", "--host", "127.0.0.1", "--port", str(port)]
-        server = ManagedProcess(
-            [*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env
-        )
-        server.start()
         url = f"http://127.0.0.1:{port}"
+        bearer = {"Authorization": f"Bearer {KEY}", "Cookie": ""}
+
+        def start_server() -> ManagedProcess:
+            process = ManagedProcess(
+                [*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env
+            )
+            process.start()
+            wait_http(f"{url}/healthz", proc=process.proc, timeout=60)
+            return process
+
+        def sign_in(client: httpx.Client) -> None:
+            login = client.post("/login", data={"api_key": KEY}, follow_redirects=False)
+            assert login.status_code == 303, login.text
+            # The cookie is Secure (loopback), which httpx's jar only sends over HTTPS.
+            client.headers["Cookie"] = login.headers["set-cookie"].split(";", 1)[0]
+
+        server = start_server()
         try:
-            wait_http(f"{url}/healthz", proc=server.proc, timeout=60)
-            # A first view computes the statistics of a 1M-sample run: minutes on a busy box.
+            # A recount (a pass mark the tallies do not hold) of a 1M-sample run takes long.
             with httpx.Client(base_url=url, timeout=1800) as client:
-                login = client.post("/login", data={"api_key": KEY}, follow_redirects=False)
-                assert login.status_code == 303, login.text
-                # The cookie is Secure (loopback), which httpx's jar only sends over HTTPS.
-                cookie = login.headers["set-cookie"].split(";", 1)[0]
-                client.headers["Cookie"] = cookie
+                sign_in(client)
                 middle = args.samples // 2
                 # Warm the server itself (templates compiled, pools open) on the other run,
                 # so "cold" below is this evaluation's first view, not the server's.
                 for path in (f"/evaluations/{other}", f"/evaluations/{other}/samples/b-1"):
                     assert client.get(path).status_code == 200
+                live_polls, ingest = stream_and_poll(
+                    client,
+                    big,
+                    first=args.samples - args.stream,
+                    count=args.stream,
+                    rollouts=args.rollouts,
+                    batch=args.batch,
+                    bearer=bearer,
+                )
                 pages = {
                     "evaluation page (HTML)": f"/evaluations/{big}",
                     "evaluation page (JSON twin)": f"/evaluations/{big}?format=json",
@@ -256,6 +404,12 @@ def main() -> None:
                     "sample page": f"/evaluations/{big}/samples/b-{middle}",
                     "evaluations list": "/evaluations",
                     f"compare (2 x {args.samples:,}, page 1)": f"/compare?ids={big},{other}",
+                    "compare sorted by B - A over all examples": (
+                        f"/compare?ids={big},{other}&sort=diff"
+                    ),
+                    "compare sorted by widest spread over all examples": (
+                        f"/compare?ids={big},{other}&sort=spread"
+                    ),
                 }
                 uncached = {"evaluation page, statistics uncached"}
                 results = {
@@ -264,7 +418,6 @@ def main() -> None:
                     )
                     for name, path in pages.items()
                 }
-                bearer = {"Authorization": f"Bearer {KEY}", "Cookie": ""}
                 api = {
                     "stats API": f"/api/v1/evaluations/{big}/stats",
                     "stats API, new pass threshold each time (uncached)": (
@@ -277,6 +430,20 @@ def main() -> None:
                 for name, path in api.items():
                     repeat = args.uncached_repeat if "uncached" in name else args.repeat
                     results[name] = measure(client, path, repeat, headers=bearer)
+            cpu = statistics_cost(settings, big, args.repeat)
+            # A restart empties every in-process cache: the first view reads the tallies.
+            server.stop()
+            server = start_server()
+            with httpx.Client(base_url=url, timeout=1800) as client:
+                sign_in(client)
+                after_restart = {
+                    "evaluation page (HTML), after a restart": f"/evaluations/{big}",
+                    "compare sorted by B - A, after a restart": (
+                        f"/compare?ids={big},{other}&sort=diff"
+                    ),
+                }
+                for name, path in after_restart.items():
+                    results[name] = measure(client, path, args.repeat)
         finally:
             server.stop()
 
@@ -307,6 +474,31 @@ def main() -> None:
             f"| {name} | {_ms(f['s_cold'])} | {_ms(f['s_p50'])} | {_ms(f['s_p99'])} "
             f"| {_ms(f['cold'])} | {_ms(f['p50'])} | {_ms(f['p99'])} |"
         )
+    lines += [
+        "",
+        f"While the live run streamed in its last {args.stream:,} samples ({args.batch} per "
+        f"batch through `POST /samples`, {len(ingest)} batches; batch wall p50 / p99 "
+        f"{_spread(ingest)[0]:.1f} / {_spread(ingest)[1]:.1f} ms), each poll one after the "
+        "other (every poll after a new batch misses the cache and reads the tallies):",
+        "",
+        "| live poll | polls | server p50 ms | server p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, values in live_polls.items():
+        p50, p99, worst = _spread(values)
+        lines.append(f"| {name} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
+    lines += [
+        "",
+        "CPU time of one poll's statistics (headline, pass@k, both histograms, errored "
+        "counts), computed in the bench's process on the same database (a thread's CPU time, "
+        "which waiting for a core on a loaded machine does not inflate):",
+        "",
+        "| statistics | runs | CPU p50 ms | CPU p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, values in cpu.items():
+        p50, p99, worst = _spread(values)
+        lines.append(f"| {name} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
