@@ -45,6 +45,16 @@ def test_steps_show_their_output_and_images_are_drawn(transcripts: tuple[Page, s
     assert target.inner_text() == samples.TARGET  # code keeps its indentation
     assert target.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
     shot(page, "21-sample-steps")
+    # A message can be read as written: the markdown's source, fences and all.
+    answer = page.locator("#transcript .role-assistant").first
+    answer.get_by_role("button", name="As written").click()
+    written = answer.locator("pre.written")
+    expect(written).to_be_visible()
+    assert written.inner_text().startswith("```python\ndef has_close_elements(")
+    expect(answer.locator(".content")).to_be_hidden()
+    answer.get_by_role("button", name="As written").click()
+    expect(written).to_be_hidden()
+    expect(answer.locator(".content")).to_be_visible()
 
     page.goto(f"{url}/evaluations/{eid}/sample?id=img-1")
     images = page.locator("#transcript img.part-image")

@@ -222,8 +222,50 @@
     });
   }
 
+  // A sample page: each message rendered as markdown can be shown as written instead (its
+  // text from the page's JSON twin, fetched once), for code the model wrote without fences.
+  function asWritten(articles) {
+    var twin = null;
+    function load() {
+      if (!twin) {
+        var url = new URL(window.location.href);
+        url.searchParams.set("format", "json");
+        twin = fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+          .then(function (r) { return r.json(); });
+      }
+      return twin;
+    }
+    articles.forEach(function (article) {
+      var body = article.querySelector(":scope > .content");
+      if (!body || !body.querySelector(".md")) { return; }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "show-all as-written";
+      button.textContent = "As written";
+      button.setAttribute("aria-pressed", "false");
+      article.querySelector(":scope > header").appendChild(button);
+      function show(written) {
+        var pre = article.querySelector(":scope > pre.written");
+        pre.hidden = !written;
+        body.hidden = written;
+        button.setAttribute("aria-pressed", written ? "true" : "false");
+      }
+      button.addEventListener("click", function () {
+        if (article.querySelector(":scope > pre.written")) { show(button.getAttribute("aria-pressed") !== "true"); return; }
+        load().then(function (data) {
+          var pre = document.createElement("pre");
+          pre.className = "output written";
+          pre.textContent = data.sample.messages[Number(article.dataset.message)].content;
+          body.insertAdjacentElement("afterend", pre);
+          show(true);
+        });
+      });
+    });
+  }
+
   var log = document.getElementById("hosted-logs");
   if (log && log.dataset.follow === "yes") { log.scrollTop = log.scrollHeight; }
+  if (nav) { asWritten(document.querySelectorAll("#transcript article.message[data-message]")); }
   document.querySelectorAll(".clamp").forEach(showAll);
   document.querySelectorAll("table.sortable").forEach(sortable);
   poll();
