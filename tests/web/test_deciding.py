@@ -73,7 +73,7 @@ def test_transcripts_render_markdown_safely_and_highlight_code(web: Web) -> None
     assert "<strong>bold</strong>" in page.text
     assert '<span class="k">def</span>' in page.text  # Pygments, by class
     assert "<img" not in page.text and "<script>alert" not in page.text
-    rendered = re.findall(r'<div class="md content">(.*?)</div>', page.text, re.S)[-1]
+    rendered = re.findall(r'<div class="md">(.*?)</div>', page.text, re.S)[-1]
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rendered  # shown as text
     assert "&lt;img src=x onerror=" in rendered
     assert 'id="sample-target"' in page.text and ">Target<" in page.text
