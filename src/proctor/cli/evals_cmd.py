@@ -1,5 +1,5 @@
-"""`proctor evals list|get|compare|export|create|finalize`: evaluations on the platform at
-PROCTOR_API_URL.
+"""`proctor evals list|get|compare|export|rename|delete|create|finalize`: evaluations on
+the platform at PROCTOR_API_URL.
 
 Every figure comes from the platform's statistics (`/evaluations/{id}/stats` and
 `/evaluations/compare`); this module only lays them out. `create` and `finalize` open and
@@ -13,6 +13,7 @@ import json
 from typing import Any, cast
 
 from proctor.cli._parser import CommandParser
+from proctor.errors import APIError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "-o", "--output", default=None, help="file to write, - for stdout (default: ID.FORMAT)"
     )
+    rename = sub.add_parser("rename", help="give an evaluation another name")
+    rename.add_argument("id", help="evaluation id")
+    rename.add_argument("name", help="the new name")
+    delete = sub.add_parser(
+        "delete",
+        help="delete an evaluation and its samples for good",
+        description="Only its owner, an admin of its team or a platform admin may.",
+    )
+    delete.add_argument("id", help="evaluation id")
+    delete.add_argument("--yes", action="store_true", help="confirm: nothing can bring it back")
     finalize = sub.add_parser(
         "finalize", help="close a sharded evaluation once it holds every sample"
     )
@@ -114,43 +125,74 @@ def run(argv: list[str]) -> int:
 
     client = remote.connect()
     try:
-        if args.action == "get":
-            record = remote.get(client, args.id)
-            record["stats"] = remote.stats(client, args.id)
-            print(json.dumps(record, indent=2))
-            return 0
-        if args.action == "finalize":
-            from proctor.runs import finalize_sharded
-
-            summary = finalize_sharded(client, args.id, expected_samples=args.expect)
-            print(
-                f"evaluation {args.id} finalized: mean reward {summary['avg_reward']:.3f}, "
-                f"error rate {summary['avg_error']:.1%}"
-            )
-            return 0
-        if args.action == "export":
-            return _export(client, args)
-        if args.action == "compare":
-            answer = remote.compare(
-                client, [args.baseline, args.candidate], pass_threshold=args.pass_threshold
-            )
-            print(json.dumps(answer, indent=2) if args.json else format_comparison(answer))
-            return 0
-        records = remote.list_evaluations(client, limit=args.limit)
-        if args.json:
-            print(json.dumps(records, indent=2))
-            return 0
-        print(f"{'ID':36}  {'STATUS':10}  {'SAMPLES':>7}  {'MEAN REWARD':>11}  HOSTED  NAME")
-        for r in records:
-            score = r.get("avg_score")
-            print(
-                f"{r['evaluation_id']:36}  {r['status']:10}  {r.get('total_samples', 0):>7}  "
-                f"{'' if score is None else f'{score:.3f}':>11}  "
-                f"{'yes' if r.get('is_hosted') else 'no':6}  {r.get('name', '')}"
-            )
-        return 0
+        return _act(args, client)
+    except APIError as e:
+        # The platform's sentence, without the method, path and status it came with.
+        said = str(e).split(": ", 1)[1] if " answered HTTP " in str(e) else str(e)
+        raise APIError(said, status_code=e.status_code, code=e.code) from None
     finally:
         client.close()
+
+
+def _act(args: argparse.Namespace, client: Any) -> int:
+    from proctor.sandboxes import remote
+
+    if args.action == "get":
+        record = remote.get(client, args.id)
+        record["stats"] = remote.stats(client, args.id)
+        print(json.dumps(record, indent=2))
+        return 0
+    if args.action == "finalize":
+        from proctor.runs import finalize_sharded
+
+        summary = finalize_sharded(client, args.id, expected_samples=args.expect)
+        print(
+            f"evaluation {args.id} finalized: mean reward {summary['avg_reward']:.3f}, "
+            f"error rate {summary['avg_error']:.1%}"
+        )
+        return 0
+    if args.action == "export":
+        return _export(client, args)
+    if args.action == "rename":
+        record = remote.rename(client, args.id, args.name)
+        print(f"evaluation {args.id} is now named {record.get('name')!r}")
+        return 0
+    if args.action == "delete":
+        return _delete(client, args)
+    if args.action == "compare":
+        answer = remote.compare(
+            client, [args.baseline, args.candidate], pass_threshold=args.pass_threshold
+        )
+        print(json.dumps(answer, indent=2) if args.json else format_comparison(answer))
+        return 0
+    records = remote.list_evaluations(client, limit=args.limit)
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    print(f"{'ID':36}  {'STATUS':10}  {'SAMPLES':>7}  {'MEAN REWARD':>11}  HOSTED  NAME")
+    for r in records:
+        score = r.get("avg_score")
+        print(
+            f"{r['evaluation_id']:36}  {r['status']:10}  {r.get('total_samples', 0):>7}  "
+            f"{'' if score is None else f'{score:.3f}':>11}  "
+            f"{'yes' if r.get('is_hosted') else 'no':6}  {r.get('name', '')}"
+        )
+    return 0
+
+
+def _delete(client: Any, args: argparse.Namespace) -> int:
+    from proctor.errors import ConfigError
+    from proctor.sandboxes import remote
+
+    if not args.yes:
+        record = remote.get(client, args.id)  # an unknown id is refused before any question
+        raise ConfigError(
+            f"deleting evaluation {args.id} ({record.get('name')!r}, "
+            f"{record.get('total_samples', 0)} samples) cannot be undone; add --yes to do it"
+        )
+    name = remote.delete(client, args.id)
+    print(f"deleted evaluation {args.id} ({name!r}) and its samples")
+    return 0
 
 
 def _export(client: Any, args: argparse.Namespace) -> int:

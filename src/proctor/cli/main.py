@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "teams": ("teams_cmd", "Create teams and manage their members."),
     "launcher": ("launcher_cmd", "Run the hosted-evaluation launcher as its own process."),
     "hosted": ("hosted_cmd", "Start, follow and cancel hosted evaluations."),
-    "evals": ("evals_cmd", "List and show evaluations on the platform."),
+    "evals": ("evals_cmd", "List, show, export, rename and delete evaluations on the platform."),
     "quickstart": ("quickstart_cmd", "Start a server, the demo model and one hosted eval."),
     "config": ("config_cmd", "Show every effective setting and where it was read."),
 }

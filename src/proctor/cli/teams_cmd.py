@@ -21,6 +21,12 @@ def _parser() -> argparse.ArgumentParser:
     add = sub.add_parser("add-member", help="add a user (created if missing) to a team")
     add.add_argument("team", help="team id")
     add.add_argument("user", help="user name")
+    add.add_argument(
+        "--role",
+        choices=("member", "admin"),
+        default=None,
+        help="admin: may also delete the team's evaluations (default: member, or unchanged)",
+    )
     remove = sub.add_parser("remove-member", help="remove a user from a team")
     remove.add_argument("team", help="team id")
     remove.add_argument("user", help="user name")
@@ -47,8 +53,9 @@ def run(argv: list[str]) -> int:
                     print(f"{team.id}\t{team.name}")
         elif args.action == "add-member":
             with db.write() as session:
-                service.add_member(session, args.team, args.user)
-            print(f"added {args.user} to {args.team}")
+                member = service.add_member(session, args.team, args.user, role=args.role)
+                role = member.role
+            print(f"added {args.user} to {args.team} as {role}")
         elif args.action == "remove-member":
             with db.write() as session:
                 service.remove_member(session, args.team, args.user)

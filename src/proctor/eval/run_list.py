@@ -86,8 +86,8 @@ def _status(run_dir: Path, scored: int, expected: int | None) -> str:
     if _locked(run_dir / LOCK_FILE):
         return "running"
     ended = _ended(run_dir / LOG_FILE)
-    if ended in ("failed", "cancelled"):
-        return ended
+    if ended is not None and ended != "completed":
+        return ended  # the last attempt failed or was interrupted
     if expected is not None:
         return "completed" if scored >= expected else "incomplete"
     return ended or "incomplete"

@@ -113,6 +113,17 @@ def cancel(client: PlatformClient, evaluation_id: str) -> str:
     return str(answer.get("message") or f"Evaluation {evaluation_id} cancelled.")
 
 
+def rename(client: PlatformClient, evaluation_id: str, name: str) -> dict[str, Any]:
+    """Give the evaluation another name (`PUT /evaluations/{id}`); returns its record."""
+    return client.call("PUT", f"/evaluations/{evaluation_id}", json_body={"name": name})
+
+
+def delete(client: PlatformClient, evaluation_id: str) -> str:
+    """Delete the evaluation and its samples; returns the name it had."""
+    answer = client.call("DELETE", f"/evaluations/{evaluation_id}", replayable=False)
+    return str(answer.get("name") or "")
+
+
 def list_evaluations(client: PlatformClient, *, limit: int = 20) -> list[dict[str, Any]]:
     """The newest evaluations visible to the key."""
     answer = client.call("GET", f"/evaluations/?skip=0&limit={limit}")

@@ -246,15 +246,18 @@ def _team(session: Session, team_id: str) -> Team:
 
 
 def add_member(
-    session: Session, team_id: str, user_name: str, *, role: str = "member"
+    session: Session, team_id: str, user_name: str, *, role: str | None = None
 ) -> TeamMember:
-    """Add a user (created if missing) to a team; adding twice changes nothing."""
+    """Add a user (created if missing) to a team as `role` (default `member`); adding twice
+    changes nothing but the role, when one is given."""
     team = _team(session, team_id)
     user = ensure_user(session, user_name)
     existing = repository.membership(session, team.id, user.id)
     if existing is not None:
+        if role is not None:
+            existing.role = role
         return existing
-    member = TeamMember(team_id=team.id, user_id=user.id, role=role)
+    member = TeamMember(team_id=team.id, user_id=user.id, role=role or "member")
     session.add(member)
     session.flush()
     return member

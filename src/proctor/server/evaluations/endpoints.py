@@ -17,11 +17,12 @@ from proctor.server.boundary import page_max
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
 from proctor.server.environments.access import hub_ref_of
 from proctor.server.errors import InvalidInput
-from proctor.server.evaluations import render, samples, service, stats
+from proctor.server.evaluations import removal, render, samples, service, stats
 from proctor.server.evaluations.schemas import (
     Comparison,
     CreatedEvaluation,
     CreateEvaluation,
+    EvaluationDeleted,
     EvaluationList,
     EvaluationRecord,
     EvaluationStats,
@@ -186,6 +187,15 @@ def update_evaluation(
     )
     session.flush()
     return _json(render.render_record(evaluation, settings.resolved_public_url()))
+
+
+@router.delete("/{evaluation_id}", response_model=EvaluationDeleted, responses=errors(403, 409))
+def delete_evaluation(
+    evaluation_id: str, principal: CurrentPrincipal, session: WriteSession
+) -> EvaluationDeleted:
+    """Delete the evaluation with its samples (its owner, a team admin or a platform admin)."""
+    name = removal.delete_evaluation(session, principal, evaluation_id)
+    return EvaluationDeleted(evaluation_id=evaluation_id, name=name)
 
 
 def append_samples(

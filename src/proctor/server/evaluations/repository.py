@@ -25,6 +25,9 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy import (
+    delete as sql_delete,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -91,6 +94,13 @@ def get(session: Session, evaluation_id: str, *, for_update: bool = False) -> Ev
     """The evaluation with this id; `for_update` locks the row (PostgreSQL) until commit."""
     query = _GET_FOR_UPDATE if for_update else _GET
     return session.scalar(query, {"evaluation_id": evaluation_id})
+
+
+def delete(session: Session, evaluation: Evaluation) -> None:
+    """Delete the evaluation; the database's cascades remove its samples, tallies, hosted
+    state, traces and scoped keys."""
+    session.execute(sql_delete(Evaluation).where(Evaluation.id == evaluation.id))
+    session.expunge(evaluation)
 
 
 def add(session: Session, evaluation: Evaluation) -> Evaluation:

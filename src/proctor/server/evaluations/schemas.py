@@ -316,3 +316,11 @@ class SampleIdsPage(BaseModel):
     next_after: int | None
     """Pass as `after` for the next page; null on the last one."""
     total: int
+
+
+class EvaluationDeleted(BaseModel):
+    """The answer of `DELETE /evaluations/{id}` (a proctor extension)."""
+
+    evaluation_id: str
+    name: str
+    """The name the deleted evaluation had."""

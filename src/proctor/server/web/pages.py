@@ -305,6 +305,13 @@ class MetricRow(_Model):
     value: JsonValue
 
 
+class Manage(_Model):
+    """The evaluation page's rename and delete controls, shown only to keys that may use them."""
+
+    renamable: bool
+    deletable: bool
+
+
 class EvaluationPage(_Model):
     """`/evaluations/{id}`: header, mean, histograms, pass@k, hosted logs and samples."""
 
@@ -330,6 +337,8 @@ class EvaluationPage(_Model):
     """Each shard of a sharded hosted evaluation (empty otherwise)."""
     table: SamplesTable
     cancellable: bool
+    manage: Manage
+    """What this key may do to the evaluation from the page (rename, delete)."""
     refresh_s: int | None
 
 

@@ -355,6 +355,36 @@ def cancel(
     return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=303)
 
 
+@router.post("/evaluations/{evaluation_id}/rename")
+def rename(
+    request: Request,
+    evaluation_id: str,
+    session: WriteSession,
+    settings: SettingsDep,
+    name: Annotated[str, Form(min_length=1, max_length=500)],
+) -> Response:
+    """Rename the evaluation (the page's rename form)."""
+    principal = web_session.current_principal(request, session, settings)
+    views.rename(session, principal, evaluation_id, name.strip() or name)
+    return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=303)
+
+
+@router.post("/evaluations/{evaluation_id}/delete")
+def delete(
+    request: Request,
+    evaluation_id: str,
+    session: WriteSession,
+    settings: SettingsDep,
+    confirm: Annotated[str, Form(max_length=8)] = "",
+) -> Response:
+    """Delete the evaluation (the page's button, after its confirmation step)."""
+    principal = web_session.current_principal(request, session, settings)
+    if confirm != "yes":
+        raise BadRequest("Deleting needs the confirmation; use the button on the page.")
+    views.delete(session, principal, evaluation_id)
+    return RedirectResponse("/", status_code=303)
+
+
 @router.get("/dashboard/evaluations/{evaluation_id}")
 def dashboard_evaluation(evaluation_id: str) -> Response:
     """The link public clients print (`{frontend}/dashboard/evaluations/{id}`): this page."""

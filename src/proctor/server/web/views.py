@@ -20,13 +20,16 @@ from sqlalchemy.orm import Session
 
 from proctor.contract import TERMINAL_STATUSES, Status
 from proctor.server.auth.schemas import Principal
+from proctor.server.body_deps import validate
 from proctor.server.db.base import as_utc, iso_utc, utcnow
 from proctor.server.db.models import Evaluation, SampleRow
 from proctor.server.errors import BadRequest, ServerError
-from proctor.server.evaluations import render, service
+from proctor.server.evaluations import removal, render, service
 from proctor.server.evaluations import stats as evaluation_stats
+from proctor.server.evaluations.removal import may_delete
 from proctor.server.evaluations.repository import EvaluationOrder, SampleOrder
-from proctor.server.evaluations.schemas import EvaluationStats
+from proctor.server.evaluations.schemas import EvaluationStats, UpdateEvaluation
+from proctor.server.evaluations.service import can_write
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
 from proctor.server.traces.schemas import TraceSummary
@@ -39,6 +42,7 @@ from proctor.server.web.pages import (
     EvaluationPage,
     EvaluationRow,
     ListFilters,
+    Manage,
     MeanCell,
     Message,
     MetricRow,
@@ -325,6 +329,11 @@ def evaluation_page(
         shards=shards,
         table=samples_table(session, evaluation, query),
         cancellable=header.is_hosted and header.live,
+        manage=Manage(
+            renamable=principal.scope_evaluation_id is None and can_write(principal, evaluation),
+            deletable=may_delete(session, principal, evaluation)
+            and not (header.is_hosted and header.live),
+        ),
         refresh_s=REFRESH_S if header.live else None,
     )
 
@@ -373,6 +382,17 @@ def _metric_rows(evaluation: Evaluation) -> list[MetricRow]:
         for name, value in metrics.items()
         if name not in ("avg_metrics", "avg_reward")
     ]
+
+
+def rename(session: Session, principal: Principal, evaluation_id: str, name: str) -> None:
+    """Rename an evaluation the principal may change (the same rule as `PUT`)."""
+    payload = validate(UpdateEvaluation, {"name": name})
+    service.update_evaluation(session, principal, evaluation_id, payload)
+
+
+def delete(session: Session, principal: Principal, evaluation_id: str) -> None:
+    """Delete an evaluation (its owner, a team admin or a platform admin)."""
+    removal.delete_evaluation(session, principal, evaluation_id)
 
 
 def cancel_hosted(session: Session, principal: Principal, evaluation_id: str) -> None:

@@ -1,0 +1,61 @@
+"""Deleting an evaluation: who may, and when (a proctor extension of the wire contract).
+
+Renaming is `PUT /evaluations/{id}` with a `name` (any key that may write the evaluation; a
+closed one keeps its name editable). Deleting is final — the record, its samples, its
+statistics and its hosted state go — so it is for fewer hands: the evaluation's owner, an
+admin of its team, or a platform admin; never a key scoped to one evaluation. A hosted
+evaluation whose sandbox may still run is cancelled first.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from proctor.contract import OPEN_STATUSES
+from proctor.server.auth import repository as auth_repository
+from proctor.server.auth.schemas import Principal
+from proctor.server.db.models import Evaluation
+from proctor.server.errors import Conflict, Forbidden
+from proctor.server.evaluations import repository
+from proctor.server.evaluations.service import get_visible
+
+TEAM_ADMIN_ROLES = frozenset({"admin", "owner"})
+"""Team roles that may delete the team's evaluations."""
+
+
+def may_delete(session: Session, principal: Principal, evaluation: Evaluation) -> bool:
+    """Whether the principal may delete the evaluation (owner, team admin, platform admin)."""
+    if principal.scope_evaluation_id is not None:
+        return False
+    if principal.is_admin or evaluation.user_id == principal.user_id:
+        return True
+    if evaluation.team_id is None:
+        return False
+    member = auth_repository.membership(session, evaluation.team_id, principal.user_id)
+    return member is not None and member.role in TEAM_ADMIN_ROLES
+
+
+def delete_evaluation(session: Session, principal: Principal, evaluation_id: str) -> str:
+    """Delete the evaluation and everything stored under it; returns its name.
+
+    Raises:
+        NotVisible: It does not exist or is not visible to this key.
+        Forbidden: The key may see it but not delete it.
+        Conflict: It is hosted and still open (cancel it first).
+    """
+    principal.require_unscoped()
+    evaluation = get_visible(session, principal, evaluation_id, for_update=True)
+    if not may_delete(session, principal, evaluation):
+        raise Forbidden(
+            f"only the owner of evaluation {evaluation_id}, an admin of its team or a platform "
+            "admin may delete it; rename or leave it instead"
+        )
+    if evaluation.is_hosted and evaluation.status in OPEN_STATUSES:
+        raise Conflict(
+            f"evaluation {evaluation_id} is hosted and still {evaluation.status}; cancel it "
+            f"first (`proctor hosted cancel {evaluation_id}`), then delete it",
+            code="evaluation_open",
+        )
+    name = evaluation.name
+    repository.delete(session, evaluation)
+    return name
