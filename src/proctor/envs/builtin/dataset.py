@@ -1,6 +1,9 @@
 """dataset: evaluate on your own questions and answers from a JSONL, CSV or Parquet file.
 
-Single turn, no code to write:
+`path` may also be a Hugging Face dataset: a directory saved with `save_to_disk`, a
+snapshot of Parquet files, or a dataset id (`owner/name`) already in the local Hugging Face
+cache (`split` picks one split, default `train`); nothing is downloaded. Single turn, no code
+to write:
 
     proctor eval dataset --env-args '{"path": "data.jsonl", "prompt": "question",
                                       "answer": "answer", "reward": "math"}'
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -121,12 +125,85 @@ def _read_parquet(path: Path) -> list[tuple[str, Any]]:
     return [(f"row {i + 1}", row) for i, row in enumerate(table.to_pylist())]
 
 
-def read_rows(path: Path, file_format: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""`owner/name`: a Hugging Face dataset id, served from the local cache."""
+
+
+def hub_snapshot(dataset_id: str) -> Path:
+    """The newest snapshot of a Hugging Face dataset in the local cache (`$HF_HUB_CACHE`, else
+    `$HF_HOME/hub`, else `~/.cache/huggingface/hub`); nothing is downloaded.
+
+    Raises:
+        ConfigError: the cache holds no snapshot of it.
+    """
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    cache = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    snapshots = cache / f"datasets--{dataset_id.replace('/', '--')}" / "snapshots"
+    found = (
+        sorted(snapshots.glob("*"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
+    )
+    if not found:
+        raise ConfigError(
+            f"the Hugging Face dataset {dataset_id} is not in the local cache ({cache}); proctor "
+            "downloads nothing: fetch it once (`huggingface-cli download --repo-type dataset "
+            f"{dataset_id}`) or pass the path of a saved dataset or a Parquet file"
+        )
+    return found[-1]
+
+
+def _read_dataset_dir(directory: Path, split: str) -> list[tuple[str, dict[str, Any]]]:
+    """Rows of a saved Hugging Face dataset (`save_to_disk`: Arrow files) or a snapshot of one
+    (Parquet files), of `split` when the directory holds several."""
+    files = sorted(p for p in directory.rglob("*") if p.suffix in (".arrow", ".parquet"))
+    of_split = [
+        p
+        for p in files
+        if split in p.relative_to(directory).parts[:-1] or p.name.startswith(f"{split}-")
+    ]
+    files = of_split or files
+    if not files:
+        raise ConfigError(
+            f"{directory} holds no .arrow or .parquet files; pass a dataset saved with "
+            "save_to_disk, a snapshot of one, or a JSONL, CSV or Parquet file"
+        )
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError(
+            "reading a saved dataset needs pyarrow: pip install 'proctor[datasets]'"
+        ) from None
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for file in files:
+        try:
+            if file.suffix == ".parquet":
+                table = pq.read_table(file)
+            else:
+                with pa.memory_map(str(file)) as source:
+                    table = pa.ipc.open_stream(source).read_all()
+        except Exception as e:
+            raise ConfigError(f"{file} is not a readable dataset file ({e})") from None
+        name = file.relative_to(directory)
+        rows += [(f"{name} row {i + 1}", row) for i, row in enumerate(table.to_pylist())]
+    if not rows:
+        raise ConfigError(f"{directory} holds no rows; pick another dataset or split")
+    return rows
+
+
+def read_rows(
+    path: Path, file_format: str | None = None, split: str = "train"
+) -> list[tuple[str, dict[str, Any]]]:
     """The file's rows as `(where, row)` pairs ("line 3", "row 3") for error messages.
+
+    `path` may also be a directory holding a saved Hugging Face dataset or a snapshot of one,
+    or a Hugging Face dataset id (`owner/name`) found in the local cache; `split` picks one
+    split of those.
 
     Raises:
         ConfigError: the file is missing, of an unknown format, empty, or not well-formed.
     """
+    if path.is_dir() or (not path.exists() and _HUB_ID.fullmatch(str(path))):
+        return _read_dataset_dir(hub_snapshot(str(path)) if not path.exists() else path, split)
     if not path.is_file():
         raise ConfigError(
             f"no such file: {path}; pass an existing file as --env-args '{{\"path\": ...}}'"
@@ -209,6 +286,7 @@ def load_environment(
     answer: str = "answer",
     reward: str = "exact",
     format: str | None = None,
+    split: str = "train",
     system_prompt: str | None = None,
     judge_template: str | None = None,
 ) -> SingleTurnEnv:
@@ -220,7 +298,7 @@ def load_environment(
     tasks: list[Task] = []
     if path is not None:
         file = Path(path).expanduser()
-        rows = read_rows(file, format)
+        rows = read_rows(file, format, split)
         if rows and FORMATS.get(file.suffix.lower(), format) == "csv":
             _check_columns(file, list(rows[0][1]), prompt, answer)
         tasks = [
