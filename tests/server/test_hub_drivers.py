@@ -68,6 +68,12 @@ def test_a_verifiers_v1_package_runs_through_the_verifiers_driver(tmp_path: Path
     assert _driver(_wheel(tmp_path, V1)) == Driver("verifiers", "glossary")
 
 
+def test_a_taskset_re_exported_from_verifiers_counts(tmp_path: Path) -> None:
+    init = "from verifiers.v1.tasksets.gsm8k import Gsm8kTaskset\n\n__all__ = ['Gsm8kTaskset']\n"
+    wheel = _wheel(tmp_path, {"glossary/__init__.py": init})
+    assert _driver(wheel) == Driver("verifiers", "glossary")
+
+
 @pytest.mark.parametrize(
     ("files", "name", "words"),
     [

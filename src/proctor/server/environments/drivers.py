@@ -60,6 +60,8 @@ class _Sources:
     imports_verifiers: bool = False
     taskset_classes: int = 0
     exports: bool = False
+    exports_taskset: bool = False
+    """`__all__` names a Taskset (e.g. one re-exported from verifiers' bundled tasksets)."""
     load_environment: bool = False
 
 
@@ -92,7 +94,13 @@ def _scan(tree: ast.Module, found: _Sources, *, top: bool) -> None:
             targets = node.targets if isinstance(node, ast.Assign) else []
             if isinstance(node, ast.AnnAssign | ast.AugAssign):
                 targets = [node.target]
-            found.exports |= any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                found.exports = True
+                value = getattr(node, "value", None)
+                names = value.elts if isinstance(value, ast.List | ast.Tuple) else []
+                found.exports_taskset |= any(
+                    isinstance(n, ast.Constant) and "Taskset" in str(n.value) for n in names
+                )
             found.load_environment |= (
                 isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
                 and node.name == "load_environment"
@@ -166,7 +174,8 @@ def driver_of(
             f"(what vf-eval imports for {name!r}), so proctor cannot run it; name the "
             "environment after its package or add the entry point, and push again."
         )
-    if not (sources.imports_v1 and sources.taskset_classes and sources.exports):
+    taskset = sources.taskset_classes or sources.exports_taskset
+    if not (sources.imports_v1 and taskset and sources.exports):
         if sources.imports_verifiers and sources.load_environment and not sources.imports_v1:
             kind = "an older verifiers environment (`load_environment`)"
         elif sources.imports_v1:
