@@ -97,9 +97,11 @@ def _scan(tree: ast.Module, found: _Sources, *, top: bool) -> None:
             if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
                 found.exports = True
                 value = getattr(node, "value", None)
-                names = value.elts if isinstance(value, ast.List | ast.Tuple) else []
+                listed: list[ast.expr] = (
+                    value.elts if isinstance(value, ast.List | ast.Tuple) else []
+                )
                 found.exports_taskset |= any(
-                    isinstance(n, ast.Constant) and "Taskset" in str(n.value) for n in names
+                    isinstance(n, ast.Constant) and "Taskset" in str(n.value) for n in listed
                 )
             found.load_environment |= (
                 isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
