@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
-from tests.test_docs import README
+from tests.test_docs import README, ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -65,6 +65,13 @@ WALK = [
         "proctor eval reverse-text -n 50 -r 4 --no-push --run.dir rt --resume",
         0,
         ("completed: 200/200 episodes",),
+    ),
+    Step("proctor eval humaneval -n 20 --no-push", 0, ("completed: 20/20 episodes",)),
+    Step(
+        "proctor eval dataset --env-args "
+        """'{"path": "docs/examples/word_problems.jsonl", "reward": "judge"}' -r 2 --no-push""",
+        0,
+        ("completed: 6/6 episodes, mean reward 1.000",),
     ),
     Step("proctor keys create --name me --admin", 0, ("created key", "pk_")),
     Step("proctor server &", 0, ()),
@@ -123,6 +130,8 @@ def test_a_new_user_walks_the_readme(home: Path, tmp_path: Path) -> None:
                     env[name] = value.replace(":8000", f":{server_port}")
                 continue
             words = [said["id"] if w == "ID" else w for w in words]
+            # The README's example files are the clone's (the user runs it from there).
+            words = [w.replace("docs/examples/", f"{ROOT}/docs/examples/") for w in words]
             argv = [*PROCTOR, *words[1:]]
             if step.command == ".venv/bin/proctor quickstart":
                 # --exit, --port and --model-port as the README names them: stop once done.
