@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
@@ -112,5 +113,45 @@ def test_package_paths_become_relative_to_the_data_dir(db_url: str) -> None:
                 f"hub/sources/{sha}/echo.tar.gz",
             ),
         }
+    finally:
+        db.dispose()
+
+
+def _insert(conn: Any, table: str, values: dict[str, Any]) -> None:
+    """A row with `values`, and a placeholder in every other column that needs one."""
+    row = dict(values)
+    for column in inspect(conn).get_columns(table):
+        name, kind = column["name"], str(column["type"]).upper()
+        if name in row or column["nullable"] or column.get("default") is not None:
+            continue
+        if column.get("autoincrement") is True or (name == "id" and "INT" in kind):
+            continue
+        if any(t in kind for t in ("INT", "FLOAT", "NUMERIC", "BOOL")):
+            row[name] = 0
+        elif "DATE" in kind or "TIME" in kind:
+            row[name] = "2026-01-01 00:00:00"
+        elif "JSON" in kind:
+            row[name] = "{}"
+        else:
+            row[name] = "x"
+    names = ", ".join(row)
+    conn.execute(text(f"INSERT INTO {table} ({names}) VALUES (:{', :'.join(row)})"), row)
+
+
+def test_an_upgrade_that_rebuilds_a_table_keeps_the_rows_that_reference_it(db_url: str) -> None:
+    # SQLite's batch migrations copy `evaluations` and drop the old table; with foreign keys
+    # on, that drop cascaded to every sample of an upgraded database.
+    db = Database(db_url)
+    try:
+        migrations.upgrade(db.write_engine, "0002")
+        with db.write_engine.begin() as conn:
+            _insert(conn, "users", {"id": "u1"})
+            _insert(conn, "evaluations", {"id": "e1", "user_id": "u1"})
+            _insert(conn, "samples", {"evaluation_id": "e1", "sample_id": "s1"})
+        migrations.upgrade(db.write_engine)
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT sample_id FROM samples")).scalars().all() == ["s1"]
+            if db.engine.dialect.name == "sqlite":  # and the pool's connections check them again
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         db.dispose()
