@@ -136,7 +136,7 @@ def run_eval(
             client=client,
             platform_run=platform,
         )
-        return _event_loop_run(run.execute())
+        return _event_loop_run(run.execute(), stdlib=_spawns_processes(env))
     finally:
         lock.release()
 
@@ -188,11 +188,22 @@ def _base_url_flag(config: EvalConfig) -> str:
     return "--client.base-url"
 
 
-def _event_loop_run(coro: Coroutine[Any, Any, EvalResult]) -> EvalResult:
-    """Run on uvloop when it is installed (less CPU per request), else asyncio's loop."""
+def _spawns_processes(env: Environment) -> bool:
+    """Whether the environment starts processes per rollout (`spawns_processes`, e.g. a
+    verifiers harness program each): it then runs on asyncio's loop, whose subprocesses
+    are vforked, where uvloop forks the whole runner (about 16 ms of CPU against 0.4 ms
+    per process for a runner of a few hundred MB; `bench/results/verifiers_eval.md`)."""
+    return bool(getattr(env, "spawns_processes", False))
+
+
+def _event_loop_run(coro: Coroutine[Any, Any, EvalResult], *, stdlib: bool) -> EvalResult:
+    """Run on uvloop when it is installed (less CPU per request), else, or when `stdlib`,
+    on asyncio's loop."""
     try:
         import uvloop
     except ImportError:
+        return asyncio.run(coro)
+    if stdlib:
         return asyncio.run(coro)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro)
@@ -256,7 +267,12 @@ class _Run:
         try:
             if workers > 1:
                 # Started first: the workers load while this process checks and opens the run.
-                pool = WorkerPool(config, workers=workers, concurrency=config.max_concurrent)
+                pool = WorkerPool(
+                    config,
+                    workers=workers,
+                    concurrency=config.max_concurrent,
+                    stdlib_loop=_spawns_processes(self.env),
+                )
                 await pool.start()
             if config.client.preflight and self.jobs:
                 await client.preflight(fix=_base_url_flag(config))

@@ -78,6 +78,10 @@ class VerifiersEnvironment(Environment):
         vf_env: The composed verifiers environment (`verifiers.v1.utils.loaders`).
     """
 
+    spawns_processes = True
+    """Each rollout starts processes (`uv`, the harness program): the engine runs it on
+    asyncio's loop, whose subprocess spawn is cheap for a large runner (uvloop's is not)."""
+
     framework = "verifiers"
     """What runs it, as a pushed run tells the platform (`proctor.runs.init(framework=)`): its
     results are never filed under a proctor built-in of the same name."""
