@@ -205,3 +205,16 @@ def test_a_verifiers_environment_knows_the_package_and_version_that_run(
     _install(tmp_path, "scratchpad", "scratchpad", "2.0.0")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _resolve.package_of("scratchpad") == ("scratchpad", "2.0.0")
+
+
+def test_a_verifiers_environment_runs_on_asyncios_loop_where_spawning_is_cheap() -> None:
+    import asyncio
+
+    from proctor.eval.runner import _event_loop_run, _spawns_processes
+
+    async def loop_module() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    env = load_environment("glossary", **SUBPROCESS_RUNTIME)
+    assert _spawns_processes(env)
+    assert _event_loop_run(loop_module(), stdlib=True).startswith("asyncio")  # type: ignore[arg-type]
