@@ -204,13 +204,15 @@ def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
         time.sleep(0.2)
 
 
-def test_reverse_text_resumes_after_ctrl_c_without_running_an_episode_twice(
-    demo_model: str, tmp_path: Path
+@pytest.mark.parametrize("name", ["reverse-text", "kuhn-poker"])
+def test_a_run_resumes_after_ctrl_c_without_running_an_episode_twice(
+    name: str, demo_model: str, tmp_path: Path
 ) -> None:
+    """A single-agent and a two-agent environment (each hand is one episode of two seats)."""
     slow_model, slow = start_demo_model(tmp_path, "--latency-ms", "1500")
     flags = ["-n", "6", "-c", "1", "-w", "1", "--no-push", "--run.name", "r"]
     try:
-        first = _proctor_eval("reverse-text", tmp_path, slow_model, *flags)
+        first = _proctor_eval(name, tmp_path, slow_model, *flags)
         traces = tmp_path / "out" / "r" / "traces.jsonl"
         try:
             _wait_for_lines(traces, 2, first)
@@ -222,7 +224,7 @@ def test_reverse_text_resumes_after_ctrl_c_without_running_an_episode_twice(
         slow.stop()
     kept = _records(tmp_path / "out" / "r")
     assert 2 <= len(kept) < 6
-    second = _proctor_eval("reverse-text", tmp_path, demo_model, *flags, "--resume")
+    second = _proctor_eval(name, tmp_path, demo_model, *flags, "--resume")
     assert _finish(second) == 0, second.output()
     records = _records(tmp_path / "out" / "r")
     pairs = [(r["example_id"], r["rollout_number"]) for r in records]
