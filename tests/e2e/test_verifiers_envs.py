@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 from tests.conftest import Platform, start_platform
 from tests.envs.verifiers_fixtures import offline_env_args, python_path, write_datasets
 from tests.eval.helpers import cli_env, start_demo_model
@@ -51,16 +52,6 @@ DEADLINE_S = 600.0
 
 def _environ(**extra: str) -> dict[str, str]:
     return {**cli_env(), "PYTHONPATH": python_path(), "HF_DATASETS_OFFLINE": "1", **extra}
-
-
-def _toml_tables(prefix: str, table: dict[str, Any]) -> list[str]:
-    """`table` as TOML: its scalars under `[prefix]`, then each sub-table."""
-    scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
-    lines = [f"[{prefix}]", *(f"{k} = {json.dumps(v)}" for k, v in scalars.items())]
-    for key, value in table.items():
-        if isinstance(value, dict):
-            lines += _toml_tables(f"{prefix}.{key}", value)
-    return lines
 
 
 def _start(cmd: list[str], cwd: Path, log: str, **extra: str) -> ManagedProcess:
@@ -145,20 +136,13 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     data = write_datasets(theirs)
     env_block = offline_env_args(name, demo_model, data)
     env_block["taskset"] = {"id": name, **env_block.get("taskset", {})}
-    (theirs / "eval.toml").write_text(
-        "\n".join(
-            [
-                'model = "demo"',
-                "[client]",
-                f'base_url = "{demo_model}"',
-                'api_key_var = "OPENAI_API_KEY"',
-                *_toml_tables("env", env_block),
-                "[sampling]",
-                "temperature = 0",
-            ]
-        )
-        + "\n"
-    )
+    config = {
+        "model": "demo",
+        "client": {"base_url": demo_model, "api_key_var": "OPENAI_API_KEY"},
+        "env": env_block,
+        "sampling": {"temperature": 0},
+    }
+    (theirs / "eval.toml").write_text(tomli_w.dumps(config))
     # Both at once: each spends most of its time preparing its harness program.
     vf_flags = ["-n", "3", "-r", "2", "--no-push", "--no-rich", "-o", "out", "--run.name", "r"]
     vf = _start([VF_EVAL, "@", "eval.toml", *vf_flags], theirs, "vf-eval.log")
