@@ -62,8 +62,8 @@ MAX_LINE = 1 << 28
 """Longest message on the wire (a long multi-turn episode is one line)."""
 
 WORKER_COMMAND = (sys.executable, "-c", "from proctor.eval.workers import main; main()")
-STDLIB_LOOP_VAR = "PROCTOR_WORKER_STDLIB_LOOP"
-"""Set for a worker whose environment spawns processes: it runs on asyncio's loop."""
+STDLIB_LOOP = "--stdlib-loop"
+"""Passed to a worker whose environment spawns processes: it runs on asyncio's loop."""
 """How a worker starts (not `-m`: the module would load twice, once as `__main__`)."""
 
 PREFETCH = 2
@@ -151,13 +151,12 @@ class WorkerPool:
             self._slots[i] = await self._spawn(i)
 
     async def _spawn(self, number: int) -> _Worker:
-        loop = {STDLIB_LOOP_VAR: "1"} if self._stdlib_loop else {}
         proc = await asyncio.create_subprocess_exec(
             *WORKER_COMMAND,
+            *([STDLIB_LOOP] if self._stdlib_loop else []),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=MAX_LINE,
-            env={**os.environ, **loop} if loop else None,
         )
         worker = _Worker(number, self._shares[number], proc)
         header = {
@@ -498,7 +497,7 @@ def main() -> None:
         import uvloop
     except ImportError:  # uvloop is optional: the default loop is only slower
         raise SystemExit(asyncio.run(_worker(proto_in, proto_out))) from None
-    if os.environ.get(STDLIB_LOOP_VAR):  # the environment spawns processes (see the runner)
+    if STDLIB_LOOP in sys.argv[1:]:  # the environment spawns processes (see the runner)
         raise SystemExit(asyncio.run(_worker(proto_in, proto_out)))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         raise SystemExit(runner.run(_worker(proto_in, proto_out)))
