@@ -1,25 +1,26 @@
-"""Fixtures shared by the whole suite: the demo model and a platform server, as real processes."""
+"""Fixtures shared by the whole suite: the demo model and a platform server, as real processes.
+
+What they are built from lives in `tests/support/`; the names re-exported here keep older
+imports (`from tests.conftest import Platform`) working."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import BOOTSTRAP_KEY, Platform, postgres_url, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytest_plugins = ["tests.support.tiers"]
 
-BOOTSTRAP_KEY = "pk-test-bootstrap-0123456789abcdef"
+__all__ = ["BOOTSTRAP_KEY", "Platform", "postgres_url", "start_platform"]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the template databases this process (one xdist worker) made."""
-    from tests.databases import drop_templates
+    from tests.support.databases import drop_templates
 
     drop_templates()
 
@@ -40,57 +41,6 @@ def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.stop()
 
 
-@dataclass
-class Platform:
-    """A running `proctor server` and an admin key for it."""
-
-    url: str
-    api_key: str
-    data_dir: Path
-    database_url: str | None
-    process: ManagedProcess
-
-    def client(self, key: str | None = None) -> httpx.Client:
-        return httpx.Client(
-            base_url=f"{self.url}/api/v1",
-            headers={"Authorization": f"Bearer {key or self.api_key}"},
-            timeout=30.0,
-        )
-
-    def restart(self) -> None:
-        self.process.stop()
-        self.process.start()
-        wait_http(f"{self.url}/healthz", proc=self.process.proc)
-
-
-def start_platform(
-    data_dir: Path, *, database_url: str | None = None, extra_env: dict[str, str] | None = None
-) -> Platform:
-    """Start `proctor server` on a free loopback port with a bootstrap admin key."""
-    port = free_port()
-    env = {"PROCTOR_BOOTSTRAP_KEY": BOOTSTRAP_KEY, **(extra_env or {})}
-    if database_url:
-        env["PROCTOR_DATABASE_URL"] = database_url
-    args = [
-        *PROCTOR,
-        "server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-    ]
-    proc = ManagedProcess(args, data_dir / "server.log", env=env).start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/healthz", proc=proc.proc, timeout=60)
-    except Exception:
-        proc.stop()
-        raise RuntimeError(proc.output()) from None
-    return Platform(url, BOOTSTRAP_KEY, data_dir, database_url, proc)
-
-
 @pytest.fixture
 def platform(tmp_path: Path) -> Iterator[Platform]:
     """A fresh platform server on SQLite in a temp data dir."""
@@ -99,8 +49,3 @@ def platform(tmp_path: Path) -> Iterator[Platform]:
     plat = start_platform(data_dir)
     yield plat
     plat.process.stop()
-
-
-def postgres_url() -> str | None:
-    """The throwaway PostgreSQL server's URL, set by scripts/test (None when absent)."""
-    return os.environ.get("PROCTOR_TEST_POSTGRES_URL") or None

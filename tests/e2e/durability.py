@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
-from tests.conftest import Platform
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
 """The client's settings from the environment, dropped so each process gets only its own."""
@@ -177,13 +177,6 @@ def settled(plat: Platform, eid: str, timeout: float = 30.0) -> dict[str, object
         if rec["status"] != "PROCESSING" or time.monotonic() > deadline:
             return rec
         time.sleep(0.1)
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 # -- the network between a run and its platform -----------------------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 from tests.conftest import Platform
+from tests.support.waiting import wait_until
 
 from proctor.contract import TERMINAL_STATUSES
 
@@ -34,14 +34,16 @@ def wait_status(
     client: httpx.Client, evaluation_id: str, statuses: tuple[str, ...], timeout: float = 90.0
 ) -> dict[str, Any]:
     """Poll the record until its status is one of `statuses`."""
-    deadline = time.monotonic() + timeout
     record: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        record = client.get(f"/evaluations/{evaluation_id}").json()
-        if record.get("status") in statuses:
-            return record
-        time.sleep(0.1)
-    raise AssertionError(f"status stayed {record.get('status')} (wanted {statuses}): {record}")
+
+    def reached() -> dict[str, Any] | None:
+        record.clear()
+        record.update(client.get(f"/evaluations/{evaluation_id}").json())
+        return record if record.get("status") in statuses else None
+
+    return wait_until(
+        reached, timeout=timeout, interval=0.1, what=lambda: f"status in {statuses} ({record})"
+    )
 
 
 def hosted_row(platform: Platform, evaluation_id: str) -> dict[str, Any]:
@@ -59,24 +61,26 @@ def wait_closed(
     client: httpx.Client, platform: Platform, evaluation_id: str, timeout: float = 90.0
 ) -> dict[str, Any]:
     """Wait until the launcher has closed the sandbox's row; returns the final record."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if hosted_row(platform, evaluation_id)["ended_at"] is not None:
-            return dict(client.get(f"/evaluations/{evaluation_id}").json())
-        time.sleep(0.1)
-    raise AssertionError(f"the launcher never closed {evaluation_id}")
+    wait_until(
+        lambda: hosted_row(platform, evaluation_id)["ended_at"] is not None,
+        timeout=timeout,
+        interval=0.1,
+        what=f"the launcher closing {evaluation_id}",
+    )
+    return dict(client.get(f"/evaluations/{evaluation_id}").json())
 
 
 def wait_logs(client: httpx.Client, evaluation_id: str, text: str, timeout: float = 60.0) -> str:
     """Poll the sandbox's logs until they contain `text`."""
-    deadline = time.monotonic() + timeout
-    logs = ""
-    while time.monotonic() < deadline:
-        logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
-        if text in logs:
-            return str(logs)
-        time.sleep(0.1)
-    raise AssertionError(f"{text!r} never appeared in the logs:\n{logs}")
+    logs = [""]
+
+    def shown() -> str | None:
+        logs[0] = str(client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"])
+        return logs[0] if text in logs[0] else None
+
+    return wait_until(
+        shown, timeout=timeout, interval=0.1, what=lambda: f"{text!r} in the logs:\n{logs[0]}"
+    )
 
 
 def group_alive(pgid: int) -> bool:

@@ -31,9 +31,9 @@ from tests.e2e.durability import (
     stored_ids,
     tmpfs,
     unfill,
-    wait_until,
 )
 from tests.procs import ManagedProcess, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

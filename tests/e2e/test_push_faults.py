@@ -15,8 +15,9 @@ import pytest
 from tests.conftest import Platform
 from tests.databases import BACKENDS, platform_on
 from tests.e2e import durability
-from tests.e2e.durability import FaultProxy, run_id, runs_sync, stored_ids, trace_ids, wait_until
+from tests.e2e.durability import FaultProxy, run_id, runs_sync, stored_ids, trace_ids
 from tests.procs import ManagedProcess, wait_http
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

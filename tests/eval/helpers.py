@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -69,6 +70,19 @@ def count_complete_lines(path: Path) -> int:
     if not path.exists():
         return 0
     return path.read_bytes().count(b"\n")
+
+
+def wait_for_lines(
+    path: Path, n: int, proc: ManagedProcess | None = None, *, timeout: float = 60.0
+) -> None:
+    """Wait until `path` holds `n` complete lines; fail at once if `proc` has exited."""
+
+    def reached() -> bool:
+        if proc is not None:
+            assert proc.proc is not None and proc.proc.poll() is None, proc.output()
+        return count_complete_lines(path) >= n
+
+    wait_until(reached, timeout=timeout, what=f"{path} reaching {n} lines")
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

@@ -7,15 +7,13 @@ format on a terminal or not, an absolute results path).
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import subprocess
 from pathlib import Path
 
 from tests.eval.helpers import cli_env, read_traces, run_eval
 from tests.eval.test_bad_input import assert_one_clean_line
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
+from tests.support.terminal import run_on_a_terminal
 
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR) proctor")
 
@@ -128,25 +126,11 @@ def test_log_lines_keep_one_format_on_a_terminal_or_not(demo_model: str, tmp_pat
     warning = next(line for line in plain.stderr.splitlines() if "has only 1000 tasks" in line)
     assert LOG_LINE.match(warning) and " WARNING proctor.eval.runner: " in warning
 
-    master, slave = pty.openpty()
     env = {**cli_env(), "COLUMNS": "250", "TERM": "xterm"}
-    proc = subprocess.Popen(
-        [*PROCTOR, "eval", *args, "--run.name", "tty"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=slave,
-    )  # fmt: skip
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    proc.communicate(timeout=180)
-    assert proc.returncode == 0
-    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+    tty = run_on_a_terminal(
+        [*PROCTOR, "eval", *args, "--run.name", "tty"], cwd=tmp_path, env=env, timeout=180
+    )
+    assert tty.returncode == 0
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", tty.screen.decode(errors="replace"))
     shown = next(line for line in screen.splitlines() if "has only 1000 tasks" in line)
     assert LOG_LINE.match(shown.strip()) and " WARNING proctor.eval.runner: " in shown

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 from tests.eval.helpers import (
-    count_complete_lines,
     eval_process,
     pairs,
     read_config,
     read_traces,
     run_eval,
+    wait_for_lines,
 )
-
-
-def wait_for_lines(path: Path, n: int, *, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while count_complete_lines(path) < n:
-        assert time.monotonic() < deadline, f"{path} never reached {n} lines"
-        time.sleep(0.05)
 
 
 def test_ctrl_c_keeps_results_and_exits_130(slow_model: str, tmp_path: Path) -> None:

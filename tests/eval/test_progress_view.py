@@ -2,42 +2,27 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
 from pathlib import Path
 
 from tests.eval.helpers import cli_env, run_eval
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
+from tests.support.terminal import run_on_a_terminal
 
 
 def test_rich_view_on_a_terminal(demo_model: str, tmp_path: Path) -> None:
-    master, slave = pty.openpty()
     env = {**cli_env(), "COLUMNS": "160", "TERM": "xterm"}
     env.pop("NO_COLOR")
-    proc = subprocess.Popen(
+    run = run_on_a_terminal(
         [*PROCTOR, "eval", "arithmetic", "-n", "20", "--no-push", "-o", "out",
          "--client.base-url", demo_model],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=slave,
+        cwd=tmp_path, env=env, timeout=60,
     )  # fmt: skip
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    stdout, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0
-    screen = b"".join(chunks).decode(errors="replace")
+    assert run.returncode == 0
+    screen = run.screen.decode(errors="replace")
     assert "20/20" in screen and "rollouts/s" in screen and "reward" in screen
     assert "errors 0" in screen
     assert "INFO" not in screen  # routine log lines stay out of the live view
-    assert b"completed: 20/20 episodes" in stdout
+    assert b"completed: 20/20 episodes" in run.stdout
 
 
 def test_plain_lines_off_a_terminal(demo_model: str, tmp_path: Path) -> None:

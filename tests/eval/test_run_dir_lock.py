@@ -5,27 +5,25 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from proctor.errors import RunDirError
 from proctor.eval.run_dir import LOCK_FILE, RunDirectory
-from tests.eval.helpers import cli_env, count_complete_lines, pairs, read_traces, run_eval
+from tests.eval.helpers import (
+    cli_env,
+    count_complete_lines,
+    pairs,
+    read_traces,
+    run_eval,
+    wait_for_lines,
+)
 from tests.procs import PROCTOR, ManagedProcess
 
 EPISODES = 40
 ARGS = ["reverse-text", "-n", str(EPISODES), "-c", "2", "--no-push", "--no-rich", "-o", "out",
         "--run.name", "r"]  # fmt: skip
-
-
-def wait_for_lines(path: Path, n: int, proc: ManagedProcess, *, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while count_complete_lines(path) < n:
-        assert proc.proc is not None and proc.proc.poll() is None, proc.output()
-        assert time.monotonic() < deadline, f"{path} never reached {n} lines: {proc.output()}"
-        time.sleep(0.05)
 
 
 def start(tmp_path: Path, log: str, *flags: str) -> ManagedProcess:

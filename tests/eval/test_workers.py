@@ -17,21 +17,14 @@ import pytest
 
 from tests.conftest import Platform
 from tests.eval.helpers import (
-    count_complete_lines,
     eval_process,
     pairs,
     read_config,
     read_traces,
     run_eval,
+    wait_for_lines,
 )
 from tests.eval.test_platform_push import samples
-
-
-def wait_for_lines(path: Path, n: int, *, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while count_complete_lines(path) < n:
-        assert time.monotonic() < deadline, f"{path} never reached {n} lines"
-        time.sleep(0.05)
 
 
 def workers_of(pid: int, n: int, *, timeout: float = 60) -> list[psutil.Process]:

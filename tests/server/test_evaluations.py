@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from tests.server.conftest import PUBLIC_URL, Api
+from tests.support.waiting import wait_until
 
 
 def wait_status(api: Api, evaluation_id: str, status: str, timeout: float = 10.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def reached() -> dict[str, Any] | None:
         record: dict[str, Any] = api.get(f"/evaluations/{evaluation_id}").json()
-        if record["status"] == status or time.monotonic() > deadline:
-            assert record["status"] == status, record
-            return record
-        time.sleep(0.02)
+        return record if record["status"] == status else None
+
+    return wait_until(reached, timeout=timeout, interval=0.02, what=f"{evaluation_id} {status}")
 
 
 def test_create_answers_id_name_and_viewer_url(api: Api) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 
 from tests.conftest import Platform, start_platform
 from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -35,12 +35,11 @@ def assert_graceful_stop(proc: ManagedProcess) -> None:
 
 
 def wait_completed(client: httpx.Client, evaluation_id: str) -> dict[str, object]:
-    deadline = time.monotonic() + 15
-    while True:
+    def completed() -> dict[str, object] | None:
         record: dict[str, object] = client.get(f"/evaluations/{evaluation_id}").json()
-        if record["status"] == "COMPLETED" or time.monotonic() > deadline:
-            return record
-        time.sleep(0.05)
+        return record if record["status"] == "COMPLETED" else None
+
+    return wait_until(completed, timeout=15, what=f"{evaluation_id} COMPLETED")
 
 
 def test_create_samples_finalize_over_http_on_each_backend(db_url: str, tmp_path: Path) -> None:

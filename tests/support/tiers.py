@@ -29,7 +29,7 @@ PROCESS_MARKERS = ("process", "e2e", "ray", "browser")
 STARTS_A_PROCESS = re.compile(
     r"\b(subprocess|Popen|ManagedProcess|start_platform|platform_on|start_demo_model|PROCTOR"
     r"|pty|pexpect|multiprocessing|ProcessPoolExecutor|create_subprocess_exec"
-    r"|create_subprocess_shell|os\.fork|sync_playwright|run_cli|run_proctor)\b"
+    r"|create_subprocess_shell|os\.fork|sync_playwright|run_cli|run_proctor|run_on_a_terminal)\b"
 )
 """Names in a test's source that mean it starts a process."""
 

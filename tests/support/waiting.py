@@ -12,14 +12,15 @@ T = TypeVar("T")
 def wait_until(
     condition: Callable[[], T | None],
     *,
-    timeout: float = 30.0,
+    timeout: float = 60.0,
     interval: float = 0.05,
-    what: str = "the condition",
+    what: str | Callable[[], str] = "the condition",
 ) -> T:
     """Call `condition` until it returns something truthy, and return that.
 
     Raises:
-        TimeoutError: `condition` stayed falsy for `timeout` seconds; the message names `what`.
+        TimeoutError: `condition` stayed falsy for `timeout` seconds; the message names `what`
+            (a callable is asked then, so it can show the state the wait last saw).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -27,5 +28,6 @@ def wait_until(
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} did not hold within {timeout:g}s")
+            described = what() if callable(what) else what
+            raise TimeoutError(f"{described} did not hold within {timeout:g}s")
         time.sleep(interval)
