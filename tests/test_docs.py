@@ -34,7 +34,7 @@ from proctor.eval.config import EvalConfig
 from proctor.runs import ClientSettings
 from proctor.server.hosted.settings import LauncherSettings
 from proctor.server.settings import Settings
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.cli.test_first_hour_mistakes import proctor
-from tests.procs import free_port
+from tests.support.procs import free_port
 
 SECRET = "pk_0123456789abcdefWXYZ"
 

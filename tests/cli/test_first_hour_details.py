@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.cli.test_first_hour_mistakes import proctor
 from tests.e2e.hosted_helpers import hub_project
-from tests.procs import free_port
+from tests.support.procs import free_port
 
 
 def test_keys_list_leaves_out_the_revoked_keys_of_finished_sandboxes(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Platform
-from tests.procs import PROCTOR, free_port
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR, free_port
 
 
 def proctor(

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 
 def test_bare_proctor_prints_the_commands_and_exits_2() -> None:

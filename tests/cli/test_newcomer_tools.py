@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from tests.cli.test_first_hour_mistakes import proctor, refused
-from tests.conftest import Platform
+from tests.support.platform import Platform
 
 
 def test_runs_list_shows_each_run_its_progress_status_and_evaluation(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.cli.test_first_hour_mistakes import proctor
-from tests.conftest import Platform
+from tests.support.platform import Platform
 
 
 def test_a_wrong_key_keeps_an_offline_spool_that_sync_uploads(

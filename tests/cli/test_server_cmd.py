@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import BOOTSTRAP_KEY
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import BOOTSTRAP_KEY
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 
 def server_args(port: int, data_dir: Path, *extra: str) -> list[str]:

@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, gone, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, gone, wait_http
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from proctor.cli.main import COMMANDS
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

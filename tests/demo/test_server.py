@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from proctor.demo import DemoModelConfig, start_server
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 Serve = Callable[..., Awaitable[str]]
 

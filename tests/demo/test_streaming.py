@@ -15,7 +15,7 @@ from openai import AsyncOpenAI
 
 from proctor.demo import DemoModelConfig, start_server
 from proctor.envs import load_environment
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 REVERSE = "Reverse the following text character by character, and put the result inside "
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import psutil
-from tests.conftest import Platform
+from tests.support.platform import Platform
 from tests.support.waiting import wait_until
 
 from proctor.contract import TERMINAL_STATUSES

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
-from tests.conftest import BOOTSTRAP_KEY
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import BOOTSTRAP_KEY
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 LAUNCHER_ENV = {
     "PROCTOR_BOOTSTRAP_KEY": BOOTSTRAP_KEY,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform, start_platform
-from tests.procs import PROCTOR, free_port
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -27,9 +27,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.conftest import Platform, postgres_url, start_platform
 from tests.e2e.hosted_helpers import hub_project, wait_closed
 from tests.e2e.test_hub import make_key, proctor
+from tests.support.platform import Platform, postgres_url, start_platform
 
 from proctor.sandboxes.confine import host_problem, uid_range
 

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import BOOTSTRAP_KEY, Platform
 from tests.e2e.hosted_helpers import hub_project
 from tests.e2e.test_hub import make_key, proctor
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import BOOTSTRAP_KEY, Platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 from proctor.server.db.models import EnvironmentVersion
 from proctor.server.db.session import Database

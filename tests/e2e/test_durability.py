@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform
-from tests.databases import BACKENDS, platform_on
 from tests.e2e import durability
 from tests.e2e.durability import (
     FaultProxy,
@@ -32,7 +30,9 @@ from tests.e2e.durability import (
     tmpfs,
     unfill,
 )
-from tests.procs import ManagedProcess, free_port
+from tests.support.databases import BACKENDS, platform_on
+from tests.support.platform import Platform
+from tests.support.procs import ManagedProcess, free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -76,7 +76,7 @@ def assert_exactly_once(plat: Platform, eid: str, expected: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    from tests.conftest import start_platform
+    from tests.support.platform import start_platform
 
     platform = start_platform(tmp_path_factory.mktemp("platform"))
     yield platform

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import (
     all_command_lines,
     create_hosted,
@@ -20,7 +19,8 @@ from tests.e2e.hosted_helpers import (
     wait_logs,
     wait_status,
 )
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import wait_closed, wait_status
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import group_alive, hosted_row, wait_closed
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 

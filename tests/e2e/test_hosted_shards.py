@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import create_hosted, wait_closed, wait_status
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 

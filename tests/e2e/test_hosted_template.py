@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import create_hosted, wait_closed, wait_status
+from tests.support.platform import Platform, start_platform
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import hub_project as project
 from tests.e2e.hosted_helpers import wait_closed
-from tests.procs import PROCTOR
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR
 
 from proctor.server.auth import service as auth
 from proctor.server.db.models import Team

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.conftest import Platform, start_platform
 from tests.e2e.hosted_helpers import hub_project
 from tests.e2e.test_hub import PRIME_BIN, make_key
+from tests.support.platform import Platform, start_platform
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
-from tests.conftest import Platform
 from tests.e2e.test_hub import PRIME_BIN, make_key
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.e2e
 

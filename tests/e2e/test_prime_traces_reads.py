@@ -14,9 +14,9 @@ import httpx
 import pytest
 from prime_traces import TracesClient
 from prime_traces.exceptions import APIError
-from tests.conftest import Platform
 from tests.e2e.test_hub import PRIME_BIN, make_key
 from tests.server.test_traces import episode, jsonl, upload
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.e2e
 

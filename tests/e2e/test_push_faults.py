@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform
-from tests.databases import BACKENDS, platform_on
 from tests.e2e import durability
 from tests.e2e.durability import FaultProxy, run_id, runs_sync, stored_ids, trace_ids
-from tests.procs import ManagedProcess, wait_http
+from tests.support.databases import BACKENDS, platform_on
+from tests.support.platform import Platform
+from tests.support.procs import ManagedProcess, wait_http
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.procs import PROCTOR, free_port
+from tests.support.procs import PROCTOR, free_port
 
 pytestmark = pytest.mark.e2e
 

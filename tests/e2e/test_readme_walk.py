@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 from tests.test_docs import README, ROOT
 
 pytestmark = pytest.mark.e2e

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform
 from tests.e2e.test_hub import PRIME_BIN, make_key
-from tests.procs import PROCTOR
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.conftest import postgres_url
-from tests.databases import fresh_database
 from tests.e2e.durability import demo_model
 from tests.e2e.hosted_helpers import create_hosted
 from tests.e2e.servers import LAUNCHER_ENV, Server, balanced_servers, hosted_rows
-from tests.procs import PROCTOR, free_port
+from tests.support.databases import fresh_database
+from tests.support.platform import postgres_url
+from tests.support.procs import PROCTOR, free_port
 
 pytestmark = pytest.mark.e2e
 

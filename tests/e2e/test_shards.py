@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import Platform, start_platform
-from tests.procs import PROCTOR
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import tomli_w
-from tests.conftest import Platform, start_platform
 from tests.envs.verifiers_fixtures import offline_env_args, python_path, write_datasets
 from tests.eval.helpers import cli_env, start_demo_model
-from tests.procs import PROCTOR, ManagedProcess
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess
 from tests.test_docs import ENV_DOC, code_block
 
 from proctor.contract import Sample

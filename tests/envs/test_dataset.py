@@ -13,7 +13,7 @@ import pytest
 from proctor.envs import load_environment
 from proctor.envs.builtin.dataset import exact_answer, final_answer
 from proctor.errors import ConfigError
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 ROWS = [
     {"question": "What is 6 * 7?", "answer": "42", "level": 1},

@@ -14,7 +14,7 @@ import pytest
 from proctor.envs import Judge
 from proctor.models import ClientConfig, OpenAIChatClient, SamplingConfig
 from proctor.testing import ScriptedClient
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 from tests.test_docs import code_block
 
 ENV_DOC = Path(__file__).resolve().parents[2] / "docs" / "environments.md"

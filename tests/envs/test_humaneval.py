@@ -13,7 +13,7 @@ import pytest
 from proctor.envs import Episode, Task, load_environment
 from proctor.envs.builtin import humaneval
 from proctor.testing import ScriptedClient
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from proctor.envs import (
 )
 from proctor.models import ClientConfig, Completion, OpenAIChatClient, SamplingConfig
 from proctor.testing import ScriptedClient
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 QUESTION = "What is six times seven?"
 

@@ -9,7 +9,7 @@ import pytest
 
 from proctor.envs import Environment, list_environments, load_environment
 from proctor.errors import ConfigError, EnvironmentNotFound
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 BUILTINS = ["alphabet-sort", "arithmetic", "reverse-text", "tool-calc"]
 

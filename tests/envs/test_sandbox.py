@@ -13,7 +13,7 @@ import pytest
 
 from proctor.envs import Sandbox, SandboxLimits, _cgroup, load_environment
 from proctor.errors import ConfigError, SandboxUnavailable
-from tests.procs import PROCTOR
+from tests.support.procs import PROCTOR
 
 LIMITS = SandboxLimits(
     timeout_s=4.0, cpu_s=2, memory_mb=256, max_processes=16, max_output_bytes=4096, disk_mb=8

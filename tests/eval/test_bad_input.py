@@ -9,7 +9,7 @@ import pytest
 
 from proctor.cli.main import main
 from tests.eval.helpers import read_traces, run_eval
-from tests.procs import free_port
+from tests.support.procs import free_port
 
 CASES = [
     (["reverse-text", "--bogus"], 2, "unrecognized arguments: --bogus"),

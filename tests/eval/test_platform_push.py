@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import Platform
 from tests.eval.helpers import read_config, read_traces, run_eval
+from tests.support.platform import Platform
 
 
 def samples(platform: Platform, evaluation_id: str) -> list[dict[str, object]]:

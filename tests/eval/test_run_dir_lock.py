@@ -19,7 +19,7 @@ from tests.eval.helpers import (
     run_eval,
     wait_for_lines,
 )
-from tests.procs import PROCTOR, ManagedProcess
+from tests.support.procs import PROCTOR, ManagedProcess
 
 EPISODES = 40
 ARGS = ["reverse-text", "-n", str(EPISODES), "-c", "2", "--no-push", "--no-rich", "-o", "out",

@@ -15,7 +15,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import Platform
 from tests.eval.helpers import (
     eval_process,
     pairs,
@@ -25,6 +24,7 @@ from tests.eval.helpers import (
     wait_for_lines,
 )
 from tests.eval.test_platform_push import samples
+from tests.support.platform import Platform
 
 
 def workers_of(pid: int, n: int, *, timeout: float = 60) -> list[psutil.Process]:

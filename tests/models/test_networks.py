@@ -36,7 +36,7 @@ from proctor.models.config import ClientConfig
 from proctor.models.openai_client import OpenAIChatClient
 from tests.eval.helpers import cli_env
 from tests.models.test_http import OK, RawServer, answer
-from tests.procs import PROCTOR, ManagedProcess, free_port
+from tests.support.procs import PROCTOR, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -15,7 +15,7 @@ from aiohttp import web
 from proctor.errors import ConfigError, HTTPConnectionError, HTTPStatusError, ModelError
 from proctor.models.config import ClientConfig, SamplingConfig
 from proctor.models.openai_client import PLACEHOLDER_API_KEY, OpenAIChatClient
-from tests.procs import free_port
+from tests.support.procs import free_port
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.conftest import Platform
+from tests.support.platform import Platform
 
 
 def make_record(

@@ -12,14 +12,14 @@ import pytest
 
 from proctor.errors import AttachError, ConfigError
 from proctor.eval.platform_run import open_platform_run
-from tests.conftest import Platform
-from tests.procs import PROCTOR, free_port
 from tests.runs.support import (
     create_launcher_evaluation,
     evaluation_count,
     get_evaluation,
     make_record,
 )
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR, free_port
 
 
 def _open(tmp_path: Path, *, push: bool = True, attach: str | None = None, **config: Any):

@@ -15,13 +15,13 @@ import pytest
 
 from proctor import runs
 from proctor.errors import ConfigError, PlatformError
-from tests.conftest import Platform
 from tests.runs.support import (
     all_samples,
     create_launcher_evaluation,
     get_evaluation,
     make_record,
 )
+from tests.support.platform import Platform
 
 ENVS = ["alphabet-sort"]
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from proctor import runs
-from tests.conftest import Platform
-from tests.procs import PROCTOR, wait_http
 from tests.runs.support import (
     all_samples,
     create_launcher_evaluation,
     get_evaluation,
     make_record,
 )
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR, wait_http
 
 
 def _killed_run(run_dir: Path, *, total: int, expected: int, attach: str | None = None) -> str:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from proctor.sandboxes.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
-from tests.procs import gone, read_pid
+from tests.support.procs import gone, read_pid
 
 GUARD = [sys.executable, "-m", "proctor.sandboxes.guard"]
 

@@ -24,8 +24,8 @@ import psutil
 import pytest
 
 from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
-from tests.conftest import Platform
-from tests.procs import PROCTOR, ManagedProcess, free_port, gone, read_pid, wait_http
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, gone, read_pid, wait_http
 
 pytestmark = pytest.mark.ray
 
@@ -225,7 +225,7 @@ def ray_launcher(
     ray_address: str, tmp_path: Path, **settings: str
 ) -> Iterator[tuple[Platform, ManagedProcess]]:
     """A platform server and `proctor launcher --sandbox ray` on the Ray head node."""
-    from tests.conftest import start_platform
+    from tests.support.platform import start_platform
 
     data_dir = tmp_path / "platform"
     data_dir.mkdir()

@@ -9,7 +9,7 @@ import pytest
 from proctor.errors import ConfigError, PlatformError
 from proctor.sandboxes import remote
 from proctor.sandboxes.sandbox import tail_text
-from tests.procs import free_port
+from tests.support.procs import free_port
 
 
 def test_new_text_from_growing_and_cut_logs() -> None:

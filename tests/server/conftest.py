@@ -21,8 +21,8 @@ from proctor.server.auth import service as auth
 from proctor.server.db.models import Team
 from proctor.server.db.session import Database
 from proctor.server.settings import Settings
-from tests.conftest import BOOTSTRAP_KEY
-from tests.databases import BACKENDS, fresh_database
+from tests.support.databases import BACKENDS, fresh_database
+from tests.support.platform import BOOTSTRAP_KEY
 
 PUBLIC_URL = "http://proctor.test"
 

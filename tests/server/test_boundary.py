@@ -15,9 +15,9 @@ from sqlalchemy import select
 from proctor.server.boundary import INT32_MAX, INT64_MAX, page_max
 from proctor.server.db.models import Evaluation
 from proctor.server.errors import InvalidInput
-from tests.conftest import BOOTSTRAP_KEY
 from tests.server.conftest import Api
 from tests.server.test_errors import assert_envelope
+from tests.support.platform import BOOTSTRAP_KEY
 
 HUGE = "9" * 5000  # past Python's 4300-digit limit for int()
 

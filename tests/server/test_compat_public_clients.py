@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, text
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database
 from proctor.server.settings import Settings
-from tests.conftest import Platform, start_platform
+from tests.support.platform import Platform, start_platform
 
 pytestmark = pytest.mark.e2e
 

@@ -30,8 +30,8 @@ import pytest
 
 from proctor.server.app import create_app
 from proctor.server.settings import Settings
-from tests.conftest import BOOTSTRAP_KEY, Platform, start_platform
-from tests.databases import BACKENDS, fresh_database
+from tests.support.databases import BACKENDS, fresh_database
+from tests.support.platform import BOOTSTRAP_KEY, Platform, start_platform
 
 pytestmark = pytest.mark.e2e
 

@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from proctor.server import migrations
 from proctor.server.app import create_app
-from tests.conftest import BOOTSTRAP_KEY
 from tests.server.conftest import make_settings
+from tests.support.platform import BOOTSTRAP_KEY
 
 HEADERS = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
 

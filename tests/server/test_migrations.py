@@ -13,7 +13,7 @@ from sqlalchemy import inspect, text
 from proctor.server import migrations
 from proctor.server.db.base import Base
 from proctor.server.db.session import Database
-from tests.databases import BACKENDS, fresh_database
+from tests.support.databases import BACKENDS, fresh_database
 
 TABLES = {
     "users",

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 import proctor.runs
-from tests.conftest import Platform, start_platform
 from tests.server.test_compat_public_clients import PRIME_RUNS_SCRIPT, _episodes, _run_client
 from tests.server.test_traces import _user_key
+from tests.support.platform import Platform, start_platform
 
 pytestmark = pytest.mark.e2e
 

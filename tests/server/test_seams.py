@@ -12,8 +12,8 @@ import pytest
 from proctor import runs
 from proctor.eval import EvalConfig, run_eval
 from proctor.testing import ScriptedClient
-from tests.conftest import BOOTSTRAP_KEY
 from tests.server.conftest import PUBLIC_URL, Api
+from tests.support.platform import BOOTSTRAP_KEY
 
 
 @pytest.fixture(autouse=True)

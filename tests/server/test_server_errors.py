@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import start_platform
+from tests.support.platform import start_platform
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Platform, start_platform
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.platform import Platform, start_platform
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

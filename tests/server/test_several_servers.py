@@ -14,8 +14,8 @@ from sqlalchemy import create_engine
 from proctor.errors import ConfigError
 from proctor.server import migrations
 from proctor.server.db.sole_server import hold_sqlite
-from tests.conftest import postgres_url
-from tests.databases import fresh_database
+from tests.support.databases import fresh_database
+from tests.support.platform import postgres_url
 
 
 def test_a_second_holder_of_a_sqlite_file_is_refused_naming_the_first(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ import pytest
 from proctor.server.auth import service as auth
 from proctor.server.db.models import Team
 from proctor.server.db.session import Database
-from tests.conftest import Platform
-from tests.databases import BACKENDS, platform_on
+from tests.support.databases import BACKENDS, platform_on
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from proctor.server.app import create_app
 from proctor.server.db.models import HostedEvaluation
-from tests.conftest import Platform
-from tests.procs import PROCTOR
 from tests.server.conftest import Api, db_url, make_settings
+from tests.support.platform import Platform
+from tests.support.procs import PROCTOR
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from proctor.server.db.models import HostedEvaluation
 from proctor.server.db.session import Database
-from tests.conftest import Platform, start_platform
+from tests.support.platform import Platform, start_platform
 from tests.web import transcript_samples as samples
 from tests.web.conftest import _key, _seed, shot, signed_in
 

@@ -11,7 +11,7 @@ import pytest
 from proctor.server.db.session import Database
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
-from tests.databases import BACKENDS, fresh_database
+from tests.support.databases import BACKENDS, fresh_database
 
 ADMIN_KEY = "pk-hosted-launcher-test-admin-0123456789"
 

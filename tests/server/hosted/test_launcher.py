@@ -26,8 +26,8 @@ from proctor.server.hosted.schemas import CreateHostedEvaluation
 from proctor.server.hosted.settings import LauncherSettings
 from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
-from tests.procs import PROCTOR, ManagedProcess
 from tests.server.hosted.conftest import ADMIN_KEY
+from tests.support.procs import PROCTOR, ManagedProcess
 
 
 def _settings(**overrides: Any) -> LauncherSettings:
