@@ -186,12 +186,6 @@ class HostedEvalConfig(BaseModel):
             raise ValueError(
                 "independent_scoring is not supported by proctor's hosted runs; remove it"
             )
-        expected = self.expected_samples
-        if self.shards is not None and expected is not None and self.shards > expected:
-            raise ValueError(
-                f"shards ({self.shards}) is more than the {expected} samples the run makes; "
-                "use at most one shard per sample"
-            )
         if self.extra_env_kwargs:
             raise ValueError(
                 "extra_env_kwargs is not supported by proctor's hosted runs; pass the loader's "
@@ -243,6 +237,17 @@ class HostedEvalConfig(BaseModel):
         if self.headers:
             _set_path(out, "client.headers_var", HEADERS_VAR)
         return out
+
+    def shards_problem(self) -> str | None:
+        """Why `shards` cannot split this run (more shards than samples), or None. Checked by
+        the service, not the model: no schema relates two fields, so it is a 400."""
+        expected = self.expected_samples
+        if self.shards is not None and expected is not None and self.shards > expected:
+            return (
+                f"shards ({self.shards}) is more than the {expected} samples the run makes; "
+                "use at most one shard per sample"
+            )
+        return None
 
     @property
     def expected_samples(self) -> int | None:

@@ -21,7 +21,7 @@ from proctor.server.openapi import errors
 router = APIRouter(prefix="/hosted-evaluations", tags=["hosted"])
 
 
-@router.post("", response_model=CreatedHostedEvaluations, responses=errors(404))
+@router.post("", response_model=CreatedHostedEvaluations, responses=errors(400, 404))
 def create(
     body: CreateHostedEvaluation,
     principal: CurrentPrincipal,

@@ -62,6 +62,8 @@ def create_hosted(
     principal.require_unscoped()
     server_settings = server_settings or Settings()
     config = body.eval_config
+    if (problem := config.shards_problem()) is not None:
+        raise BadRequest(f"Invalid value for eval_config: {problem}.")
     public_config = config.public_form()
     ids: list[str] = []
     for ref in body.environment_ids:
