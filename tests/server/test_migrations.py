@@ -126,7 +126,9 @@ def _insert(conn: Any, table: str, values: dict[str, Any]) -> None:
             continue
         if column.get("autoincrement") is True or (name == "id" and "INT" in kind):
             continue
-        if any(t in kind for t in ("INT", "FLOAT", "NUMERIC", "BOOL")):
+        if "BOOL" in kind:
+            row[name] = False
+        elif any(t in kind for t in ("INT", "FLOAT", "NUMERIC")):
             row[name] = 0
         elif "DATE" in kind or "TIME" in kind:
             row[name] = "2026-01-01 00:00:00"

@@ -11,9 +11,12 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from proctor.cli._parser import CommandParser
-from proctor.cli._settings_report import Section
+
+if TYPE_CHECKING:  # pydantic-settings loads only once the flags parse (help stays instant)
+    from proctor.cli._settings_report import Section
 
 SECTIONS = ("client", "server", "launcher", "eval", "hosted")
 
