@@ -4,8 +4,8 @@ A test is in the `process` tier when it starts a process — a server, the demo 
 a sandbox, a browser, a Ray head node — and in the in-process tier otherwise; `scripts/test
 --fast` runs only the latter. The marker is set here, so a new test needs no decoration:
 - a test marked `process`, `e2e`, `ray` or `browser`;
-- a test whose module, or the function of one of its fixtures, names a way to start one
-  (`subprocess`, `ManagedProcess`, `start_platform`, ...).
+- a test whose module (or a test module it imports from), or the function of one of its
+  fixtures, names a way to start one (`subprocess`, `ManagedProcess`, `start_platform`, ...).
 In the in-process tier a test that starts a process anyway fails, naming the marker to add.
 
 Tests that share a module-scoped fixture (a server for the module, a Ray head node) carry an
@@ -14,6 +14,7 @@ Tests that share a module-scoped fixture (a server for the module, a Ray head no
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 import re
@@ -29,7 +30,8 @@ PROCESS_MARKERS = ("process", "e2e", "ray", "browser")
 STARTS_A_PROCESS = re.compile(
     r"\b(subprocess|Popen|ManagedProcess|start_platform|platform_on|start_demo_model|PROCTOR"
     r"|pty|pexpect|multiprocessing|ProcessPoolExecutor|create_subprocess_exec"
-    r"|create_subprocess_shell|os\.fork|sync_playwright|run_cli|run_proctor|run_on_a_terminal)\b"
+    r"|create_subprocess_shell|os\.fork|sync_playwright|run_cli|run_proctor|run_on_a_terminal"
+    r"|LocalSandbox|Launcher)\b"
 )
 """Names in a test's source that mean it starts a process."""
 
@@ -43,12 +45,31 @@ def _source_starts_a_process(obj: Any) -> bool:
     return STARTS_A_PROCESS.search(source) is not None
 
 
+@cache
+def _module_starts_a_process(module: Any) -> bool:
+    """Its source names a way to start a process, or a helper it imports from another test
+    module does (`from tests.cli.test_first_hour_mistakes import proctor`: a CLI run)."""
+    if _source_starts_a_process(module):
+        return True
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+            for alias in node.names:
+                helper = getattr(module, alias.asname or alias.name, None)
+                if callable(helper) and _source_starts_a_process(helper):
+                    return True
+    return False
+
+
 def starts_a_process(item: pytest.Item) -> bool:
     """Whether `item` is in the process tier."""
     if any(item.get_closest_marker(name) for name in PROCESS_MARKERS):
         return True
     module = getattr(item, "module", None)
-    if module is not None and _source_starts_a_process(module):
+    if module is not None and _module_starts_a_process(module):
         return True
     info = getattr(item, "_fixtureinfo", None)
     for defs in info.name2fixturedefs.values() if info else ():
