@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -121,18 +123,22 @@ def _insert(conn: Any, table: str, values: dict[str, Any]) -> None:
     """A row with `values`, and a placeholder in every other column that needs one."""
     row = dict(values)
     for column in inspect(conn).get_columns(table):
-        name, kind = column["name"], str(column["type"]).upper()
+        name, kind = column["name"], column["type"]
         if name in row or column["nullable"] or column.get("default") is not None:
             continue
-        if column.get("autoincrement") is True or (name == "id" and "INT" in kind):
+        if column.get("autoincrement") is True:
             continue
-        if "BOOL" in kind:
+        try:
+            python_type: Any = kind.python_type
+        except NotImplementedError:
+            python_type = None
+        if python_type is bool:
             row[name] = False
-        elif any(t in kind for t in ("INT", "FLOAT", "NUMERIC")):
+        elif python_type in (int, float, Decimal):
             row[name] = 0
-        elif "DATE" in kind or "TIME" in kind:
-            row[name] = "2026-01-01 00:00:00"
-        elif "JSON" in kind:
+        elif python_type in (datetime, date):
+            row[name] = datetime(2026, 1, 1)
+        elif python_type in (dict, list) or "JSON" in str(kind).upper():
             row[name] = "{}"
         else:
             row[name] = "x"
