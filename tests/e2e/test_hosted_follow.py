@@ -120,12 +120,16 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc.stop()
 
 
+@pytest.mark.parametrize("started_ignoring_sigint", [False, True])
 def test_ctrl_c_stops_following_only(
-    platform_for_follow: Platform, slow_model: str, tmp_path: Path
+    platform_for_follow: Platform, slow_model: str, tmp_path: Path, started_ignoring_sigint: bool
 ) -> None:
     args = ("reverse-text", "-n", "60", "-r", "1", "-c", "1", "--api-base-url", slow_model)
+    command = hosted_run(*args)
+    if started_ignoring_sigint:  # as a shell starts a background job (`&`)
+        command = ["bash", "-c", 'trap "" INT; exec "$@"', "--", *command]
     follower = ManagedProcess(
-        hosted_run(*args), tmp_path / "follow.out", env=cli_env(platform_for_follow, tmp_path)
+        command, tmp_path / "follow.out", env=cli_env(platform_for_follow, tmp_path)
     ).start()
     client = platform_for_follow.client()
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import json
 import logging
+import signal
 import subprocess
 import sys
 import textwrap
@@ -200,11 +201,16 @@ def test_ctrl_c_while_draining_leaves_the_finish_to_sync(
     records = [make_record(i, run_id=run.id) for i in range(3)]
     run.log_episodes(records)
     platform.process.kill()  # the platform is gone: the drain can only wait
+    # Ctrl-C as Python sees it, also where the runner started us with SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, _thread.interrupt_main)
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        run.finish(status="cancelled", error="interrupted", timeout=60)
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.finish(status="cancelled", error="interrupted", timeout=60)
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     state = json.loads((run_dir / "platform" / run.id / "run.json").read_text())
     assert state["phase"] == "finish_pending"
     assert state["pending_finish"]["status"] == "cancelled"

@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -142,6 +143,9 @@ def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
     def show_status(record: dict[str, Any]) -> None:
         print(f"[{record['status']}] {evaluation_id}", file=sys.stderr, flush=True)
 
+    # A command started in the background inherits SIGINT ignored; following is a view a
+    # user stops, so SIGINT stops it as it stops `proctor eval`.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         record = remote.follow(
             client,
@@ -158,6 +162,8 @@ def _follow(client: Any, evaluation_id: str, poll_seconds: float) -> int:
             file=sys.stderr,
         )
         return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return _report(record, client)
 
 
