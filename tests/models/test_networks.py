@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from proctor.models.openai_client import OpenAIChatClient
 from tests.eval.helpers import cli_env
 from tests.models.test_http import OK, RawServer, answer
 from tests.support.procs import PROCTOR, ManagedProcess, free_port
+from tests.support.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -76,7 +76,7 @@ def eval_cli(url: str, tmp_path: Path, *flags: str, env: dict[str, str]) -> tupl
 
 
 def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
+    subprocess.run([tool("openssl"), *args], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +121,7 @@ def tls_model(
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A real forward proxy (tinyproxy) on loopback: its URL and its log."""
-    missing = shutil.which("tinyproxy") is None
-    # scripts/test installs tinyproxy: in CI a missing proxy is a failure, never a skip.
-    assert not (missing and os.environ.get("CI")), "tinyproxy is not installed"
-    if missing:
-        pytest.skip("tinyproxy is not installed (scripts/test installs it)")
+    tinyproxy = tool("tinyproxy")
     d = tmp_path_factory.mktemp("proxy")
     port = free_port()
     log = d / "tinyproxy.log"
@@ -133,7 +129,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]
         f'Port {port}\nListen 127.0.0.1\nTimeout 60\nLogFile "{log}"\nLogLevel Info\n'
         "MaxClients 64\nAllow 127.0.0.1\n"  # no ConnectPort line: CONNECT to any port
     )
-    proc = ManagedProcess(["tinyproxy", "-d", "-c", str(d / "tinyproxy.conf")], d / "out.log")
+    proc = ManagedProcess([tinyproxy, "-d", "-c", str(d / "tinyproxy.conf")], d / "out.log")
     proc.start()
     try:
         wait_port(port, proc)

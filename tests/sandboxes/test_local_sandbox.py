@@ -14,6 +14,8 @@ import pytest
 
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.sandbox import TRUNCATION_MARKER, SandboxHandle, SandboxSpec, SandboxState
+from tests.sandboxes.helpers import exited
+from tests.support.tools import missing, tool
 
 
 def _spec(tmp_path: Path, command: str, **env: str) -> SandboxSpec:
@@ -24,16 +26,6 @@ def _spec(tmp_path: Path, command: str, **env: str) -> SandboxSpec:
         workdir=tmp_path / "work",
         log_path=tmp_path / "logs" / "sandbox.log",
     )
-
-
-def _wait_exit(backend: LocalSandbox, handle: SandboxHandle, timeout: float = 20) -> SandboxState:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = backend.poll(handle)
-        if not state.running:
-            return state
-        time.sleep(0.05)
-    raise AssertionError("sandbox did not exit")
 
 
 def test_runs_command_with_env_and_captures_output(tmp_path: Path) -> None:
@@ -50,7 +42,7 @@ def test_runs_command_with_env_and_captures_output(tmp_path: Path) -> None:
         )
     finally:
         del os.environ["PROCTOR_TEST_LAUNCHER_SECRET"]
-    state = _wait_exit(backend, handle)
+    state = exited(backend, handle)
     assert state == SandboxState(running=False, exit_code=0)
     logs = backend.logs(handle)
     # The spec's env reaches the command; the launcher's own variables do not.
@@ -62,13 +54,13 @@ def test_runs_command_with_env_and_captures_output(tmp_path: Path) -> None:
 def test_exit_code_is_reported(tmp_path: Path) -> None:
     backend = LocalSandbox()
     handle = backend.start(_spec(tmp_path, "echo bye; exit 3"))
-    assert _wait_exit(backend, handle).exit_code == 3
+    assert exited(backend, handle).exit_code == 3
 
 
 def test_the_sandbox_log_is_readable_by_the_server_only(tmp_path: Path) -> None:
     backend = LocalSandbox()
     handle = backend.start(_spec(tmp_path, "echo private"))
-    _wait_exit(backend, handle)
+    exited(backend, handle)
     assert (tmp_path / "logs" / "sandbox.log").stat().st_mode & 0o077 == 0
 
 
@@ -124,7 +116,7 @@ def test_logs_are_cut_to_a_tail_with_a_marker(tmp_path: Path) -> None:
     handle = backend.start(
         _spec(tmp_path, "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done")
     )
-    _wait_exit(backend, handle)
+    exited(backend, handle)
     full = backend.logs(handle)
     assert full.startswith("line-0\n") and full.endswith("line-1999\n")
     tail = backend.logs(handle, tail_bytes=100)
@@ -135,13 +127,12 @@ def test_logs_are_cut_to_a_tail_with_a_marker(tmp_path: Path) -> None:
 
 
 def test_bwrap_isolation_runs_the_command(tmp_path: Path) -> None:
-    if subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True).returncode:
-        # CI installs bubblewrap and runs as root: there a broken bwrap is a failure, not a skip.
-        assert not os.environ.get("CI"), "bubblewrap cannot create namespaces in CI"
-        pytest.skip("bubblewrap cannot create namespaces on this machine")
+    bwrap = tool("bwrap")
+    if subprocess.run([bwrap, "--ro-bind", "/", "/", "true"], capture_output=True).returncode:
+        missing("bubblewrap cannot create namespaces on this machine")
     backend = LocalSandbox(isolation="bwrap")
     handle = backend.start(_spec(tmp_path, "echo inside > here.txt; cat here.txt; touch /etc/nope"))
-    state = _wait_exit(backend, handle)
+    state = exited(backend, handle)
     logs = backend.logs(handle)
     assert "inside" in logs
     assert state.exit_code != 0  # the root is read-only inside the sandbox
@@ -171,7 +162,7 @@ def test_a_killed_wrapper_takes_its_whole_process_tree_with_it(tmp_path: Path) -
         time.sleep(0.05)
     child = psutil.Process(int(pid_file.read_text()))
     os.kill(int(handle.ref), 9)  # the wrapper dies; its child is orphaned
-    state = _wait_exit(backend, handle)
+    state = exited(backend, handle)
     assert not state.running
     child.wait(timeout=10)  # gone with it
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
@@ -211,7 +202,7 @@ def test_secret_headers_reach_the_sandbox_only_through_its_environment(tmp_path:
         except OSError:
             continue
     assert leaked == []
-    assert _wait_exit(backend, handle).exit_code == 0
+    assert exited(backend, handle).exit_code == 0
     written = (tmp_path / "work" / "headers.txt").read_text()
     assert "--client.headers-var PROCTOR_CLIENT_HEADERS" in written
     assert json.loads(written.splitlines()[-1])["Authorization"] == secret

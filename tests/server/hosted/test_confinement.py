@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -17,30 +16,14 @@ from proctor.errors import ConfigError, SandboxError
 from proctor.sandboxes import confine
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.relay import endpoints, hosts_file
-from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
+from proctor.sandboxes.sandbox import SandboxSpec
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database
 from proctor.server.hosted.launcher import Launcher
 from proctor.server.hosted.settings import LauncherSettings
+from tests.sandboxes.helpers import exited
 from tests.server.hosted.test_launcher import _create, _record, _settings, _tick_until
-
-
-def _confinable() -> None:
-    problem = confine.host_problem()
-    # CI runs as root with bubblewrap: a host that cannot confine is a failure there.
-    assert problem is None or not os.environ.get("CI"), problem
-    if problem is not None:
-        pytest.skip(f"this machine cannot confine sandboxes: {problem}")
-
-
-def _wait_exit(backend: LocalSandbox, handle: SandboxHandle, timeout: float = 60) -> SandboxState:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = backend.poll(handle)
-        if not state.running:
-            return state
-        time.sleep(0.05)
-    raise AssertionError("sandbox did not exit")
+from tests.support.tools import confinable
 
 
 def test_a_host_that_cannot_confine_refuses_in_one_sentence(
@@ -86,7 +69,7 @@ def test_endpoints_are_reached_where_their_urls_point() -> None:
 
 @pytest.mark.process
 def test_a_confined_sandbox_has_its_own_uid_view_and_network(tmp_path: Path) -> None:
-    _confinable()
+    confinable()
     allowed = socket.create_server(("127.0.0.1", 0))
     other = socket.create_server(("127.0.0.1", 0))
     allowed_port, other_port = allowed.getsockname()[1], other.getsockname()[1]
@@ -123,7 +106,7 @@ def test_a_confined_sandbox_has_its_own_uid_view_and_network(tmp_path: Path) -> 
                 hidden=(tmp_path,),
             )
         )
-        state = _wait_exit(backend, handle)
+        state = exited(backend, handle)
     finally:
         del os.environ["PROCTOR_TEST_LAUNCHER_ONLY"]
         allowed.close()
@@ -142,7 +125,7 @@ def test_a_confined_sandbox_has_its_own_uid_view_and_network(tmp_path: Path) -> 
 
 @pytest.mark.process
 def test_memory_past_the_cap_ends_the_sandbox_with_the_reason(tmp_path: Path) -> None:
-    _confinable()
+    confinable()
     backend = LocalSandbox(limits=confine.Limits(memory_mb=128, tmpfs_mb=512))
     handle = backend.start(
         SandboxSpec(
@@ -152,7 +135,7 @@ def test_memory_past_the_cap_ends_the_sandbox_with_the_reason(tmp_path: Path) ->
             log_path=tmp_path / "box" / "sandbox.log",
         )
     )
-    state = _wait_exit(backend, handle)
+    state = exited(backend, handle)
     log = backend.logs(handle)
     assert state.exit_code == confine.MEMORY_LIMIT, log
     assert "reached its memory limit of 128 MiB" in log and "survived" not in log

@@ -1,0 +1,53 @@
+"""Tests that need a tool on the machine (bubblewrap, tinyproxy, openssl, chromium, axe-core,
+Ray, a host that can confine sandboxes) skip on a workstation without it and fail under CI.
+
+`scripts/test` installs every one of them before the suite runs, so in CI (`CI` set to
+anything but empty, `0`, `false` or `no`) a missing tool is a missing feature: the test fails
+with the reason instead of hiding behind a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import NoReturn
+
+import pytest
+
+NOT_CI = ("", "0", "false", "no")
+
+
+def in_ci() -> bool:
+    """Whether the suite runs under CI (the `CI` variable, as CI services set it)."""
+    return os.environ.get("CI", "").strip().lower() not in NOT_CI
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for `reason` on a workstation; fail it under CI."""
+    if in_ci():
+        pytest.fail(f"{reason} (under CI a missing tool fails the test)", pytrace=False)
+    pytest.skip(reason)
+
+
+def require(problem: str | None) -> None:
+    """Go on when `problem` is None; otherwise skip, or fail under CI, naming it."""
+    if problem is not None:
+        missing(problem)
+
+
+def tool(name: str, hint: str = "scripts/test installs it") -> str:
+    """The path of the program `name` (a name on PATH or an absolute path); skips the test
+    without it, or fails it under CI."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{name} is not installed ({hint})")
+    return path
+
+
+def confinable() -> None:
+    """Skip (fail under CI, which runs as root with bubblewrap) when this host cannot confine
+    hosted sandboxes."""
+    from proctor.sandboxes.confine import host_problem
+
+    problem = host_problem()
+    require(None if problem is None else f"this machine cannot confine sandboxes: {problem}")
