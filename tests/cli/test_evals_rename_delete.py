@@ -1,5 +1,5 @@
 """`proctor evals rename` and `proctor evals delete` through the real CLI, with the team rules
-(#25 item 12): any writer renames; only the owner, a team admin or a platform admin deletes."""
+(#25 item 12): only the owner, a team admin or a platform admin renames or deletes."""
 
 from __future__ import annotations
 
@@ -35,7 +35,12 @@ def test_team_rules_for_rename_and_delete(
         ids = [e["evaluation_id"] for e in http.get("/evaluations").json()["evaluations"]]
     first, second = ids
 
-    renamed = proctor("evals", "rename", first, "take two", home=tmp_path, env=as_user("carol"))
+    member_rename = proctor("evals", "rename", first, "mine", home=tmp_path, env=as_user("carol"))
+    assert member_rename.returncode == 1 and member_rename.stdout == ""
+    line = member_rename.stderr.strip()
+    assert "only the owner" in line and "may rename it" in line and len(line.splitlines()) == 1
+    assert "HTTP" not in line and "Traceback" not in line
+    renamed = proctor("evals", "rename", first, "take two", home=tmp_path, env=as_user("dave"))
     assert renamed.returncode == 0, renamed.stderr
     assert f"evaluation {first} is now named 'take two'" in renamed.stdout
 

@@ -28,13 +28,17 @@ def test_the_owner_renames_and_deletes_from_the_page(web: Web) -> None:
     assert "alice-calc-b" in web.client.get("/evaluations").text
 
 
-def test_a_team_member_may_rename_but_not_delete(web: Web) -> None:
+def test_a_team_member_may_neither_rename_nor_delete(web: Web) -> None:
     seeded = web.seed()
     carol = web.api.key("carol-key", user="carol", team="blue")
     web.login(carol)
     page = web.client.get(f"/evaluations/{seeded.team}")
     assert page.status_code == 200
-    assert 'id="rename"' in page.text and 'id="delete"' not in page.text
+    assert 'id="rename"' not in page.text and 'id="delete"' not in page.text
+    renaming = web.client.post(
+        f"/evaluations/{seeded.team}/rename", data={"name": "mine"}, follow_redirects=False
+    )
+    assert renaming.status_code == 403 and "may rename it" in renaming.text
     refused = web.client.post(
         f"/evaluations/{seeded.team}/delete", data={"confirm": "yes"}, follow_redirects=False
     )

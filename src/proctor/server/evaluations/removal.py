@@ -1,10 +1,10 @@
 """Deleting an evaluation: who may, and when (a proctor extension of the wire contract).
 
-Renaming is `PUT /evaluations/{id}` with a `name` (any key that may write the evaluation; a
-closed one keeps its name editable). Deleting is final — the record, its samples, its
-statistics and its hosted state go — so it is for fewer hands: the evaluation's owner, an
-admin of its team, or a platform admin; never a key scoped to one evaluation. A hosted
-evaluation whose sandbox may still run is cancelled first.
+Deleting is final — the record, its samples, its statistics and its hosted state go — so it
+is for fewer hands than writing: the evaluation's owner, an admin of its team, or a platform
+admin (`service.may_manage`, the rule a rename by `PUT /evaluations/{id}` follows too); never
+a key scoped to one evaluation. A hosted evaluation whose sandbox may still run is cancelled
+first.
 """
 
 from __future__ import annotations
@@ -12,27 +12,16 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from proctor.contract import OPEN_STATUSES
-from proctor.server.auth import repository as auth_repository
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation
 from proctor.server.errors import Conflict, Forbidden
 from proctor.server.evaluations import repository
-from proctor.server.evaluations.service import get_visible
-
-TEAM_ADMIN_ROLES = frozenset({"admin", "owner"})
-"""Team roles that may delete the team's evaluations."""
+from proctor.server.evaluations.service import get_visible, may_manage
 
 
 def may_delete(session: Session, principal: Principal, evaluation: Evaluation) -> bool:
     """Whether the principal may delete the evaluation (owner, team admin, platform admin)."""
-    if principal.scope_evaluation_id is not None:
-        return False
-    if principal.is_admin or evaluation.user_id == principal.user_id:
-        return True
-    if evaluation.team_id is None:
-        return False
-    member = auth_repository.membership(session, evaluation.team_id, principal.user_id)
-    return member is not None and member.role in TEAM_ADMIN_ROLES
+    return principal.scope_evaluation_id is None and may_manage(session, principal, evaluation)
 
 
 def delete_evaluation(session: Session, principal: Principal, evaluation_id: str) -> str:

@@ -6,7 +6,8 @@ evaluation may reach only that one (403 `scope_denied` elsewhere). `COMPLETED` o
 from finalize; `PUT` may set `FAILED` or `CANCELLED`. Status changes follow the one table,
 `proctor.contract.TRANSITIONS`, applied by `transition`. Closed means closed: once a run is
 finalized or ended, its samples, statistics, metrics and timestamps never change (409
-`evaluation_closed`); only name, description and tags stay editable.
+`evaluation_closed`); only name, description and tags stay editable. A new name, like a
+delete, is for the evaluation's owner, an admin of its team or a platform admin.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from proctor.contract import (
     Event,
     Status,
 )
+from proctor.server.auth import repository as auth_repository
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
 from proctor.server.db.models import Evaluation, SampleRow
@@ -93,6 +95,21 @@ def can_write(principal: Principal, evaluation: Evaluation) -> bool:
         or evaluation.user_id == principal.user_id
         or (evaluation.team_id is not None and evaluation.team_id in principal.team_ids)
     )
+
+
+TEAM_ADMIN_ROLES = frozenset({"admin", "owner"})
+"""Team roles that may rename and delete the team's evaluations."""
+
+
+def may_manage(session: Session, principal: Principal, evaluation: Evaluation) -> bool:
+    """Whether the principal may rename the evaluation (and, unscoped, delete it): its owner,
+    an admin of its team or a platform admin. A key scoped to the evaluation acts as its owner."""
+    if principal.is_admin or evaluation.user_id == principal.user_id:
+        return True
+    if evaluation.team_id is None:
+        return False
+    member = auth_repository.membership(session, evaluation.team_id, principal.user_id)
+    return member is not None and member.role in TEAM_ADMIN_ROLES
 
 
 def _unknown(evaluation_id: str) -> NotVisible:
@@ -256,9 +273,12 @@ def update_evaluation(
 
     Closed means closed: once the run left RUNNING (finalized, failed, cancelled, timed out)
     only name, description and tags change; a value equal to the stored one is no change.
+    A new name follows `may_manage` (a `name` equal to the stored one is no rename).
 
     Raises:
         InvalidInput: `status` is not FAILED or CANCELLED, or a non-nullable field is null.
+        Forbidden: A new name from a key that is not the owner's, a team admin's or a
+            platform admin's.
         Conflict: The run is closed and the update would change its result or status, or a
             finalize won the race against this status change (`evaluation_closed`).
     """
@@ -279,6 +299,8 @@ def update_evaluation(
     if "name" in fields and payload.name is None:
         raise InvalidInput("name may not be null; send a non-empty name or leave it out.")
     evaluation = get_visible(session, principal, evaluation_id, write=True, for_update=True)
+    if "name" in fields and payload.name != evaluation.name:
+        _require_rename(session, principal, evaluation)
     if evaluation.status not in OPEN_STATUSES:
         _refuse_closed_changes(evaluation, payload, fields)
     now = utcnow()
@@ -303,6 +325,14 @@ def update_evaluation(
     if session.is_modified(evaluation):  # a PUT of the stored values changes nothing
         evaluation.updated_at = now
     return evaluation
+
+
+def _require_rename(session: Session, principal: Principal, evaluation: Evaluation) -> None:
+    if not may_manage(session, principal, evaluation):
+        raise Forbidden(
+            f"only the owner of evaluation {evaluation.id}, an admin of its team or a platform "
+            "admin may rename it; ask one of them, or send the name it has"
+        )
 
 
 # What a closed evaluation keeps editable; every other field is part of its result.

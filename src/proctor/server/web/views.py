@@ -29,7 +29,7 @@ from proctor.server.evaluations import stats as evaluation_stats
 from proctor.server.evaluations.removal import may_delete
 from proctor.server.evaluations.repository import EvaluationOrder, SampleOrder
 from proctor.server.evaluations.schemas import EvaluationStats, UpdateEvaluation
-from proctor.server.evaluations.service import can_write
+from proctor.server.evaluations.service import may_manage
 from proctor.server.hosted import service as hosted
 from proctor.server.traces import service as traces
 from proctor.server.traces.schemas import TraceSummary
@@ -330,7 +330,8 @@ def evaluation_page(
         table=samples_table(session, evaluation, query),
         cancellable=header.is_hosted and header.live,
         manage=Manage(
-            renamable=principal.scope_evaluation_id is None and can_write(principal, evaluation),
+            renamable=principal.scope_evaluation_id is None
+            and may_manage(session, principal, evaluation),
             deletable=may_delete(session, principal, evaluation)
             and not (header.is_hosted and header.live),
         ),
@@ -385,7 +386,7 @@ def _metric_rows(evaluation: Evaluation) -> list[MetricRow]:
 
 
 def rename(session: Session, principal: Principal, evaluation_id: str, name: str) -> None:
-    """Rename an evaluation the principal may change (the same rule as `PUT`)."""
+    """Rename an evaluation (its owner, a team admin or a platform admin, as `PUT`'s rule)."""
     payload = validate(UpdateEvaluation, {"name": name})
     service.update_evaluation(session, principal, evaluation_id, payload)
 
