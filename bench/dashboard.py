@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -172,6 +173,31 @@ def seed(
             evaluation.started_at = utcnow()
     db.dispose()
     return evaluation_id
+
+
+def seed_both(settings: Settings, args: argparse.Namespace) -> tuple[str, str]:
+    """Seed the live evaluation (RUNNING, `--stream` samples short) and the completed one."""
+    big = seed(settings, args.samples - args.stream, args.rollouts, "big", status="RUNNING")
+    other = seed(settings, args.samples, args.rollouts, "big-b")
+    return big, other
+
+
+def seeded_copy(args: argparse.Namespace, data_dir: Path) -> tuple[str, str]:
+    """A copy of the SQLite database seeded once in `--seed-dir` (seeded there first when
+    absent or seeded with other sizes): a 1M-sample seed takes long, and each run streams
+    into its live evaluation, so every run starts from a fresh copy of the same seed."""
+    seed_dir: Path = args.seed_dir
+    marker = seed_dir / "seed.json"
+    wanted = {"samples": args.samples, "stream": args.stream, "rollouts": args.rollouts}
+    known = json.loads(marker.read_text()) if marker.exists() else {}
+    if {k: known.get(k) for k in wanted} != wanted:
+        seed_dir.mkdir(parents=True, exist_ok=True)
+        (seed_dir / "proctor.db").unlink(missing_ok=True)
+        big, other = seed_both(Settings(data_dir=seed_dir, bootstrap_key=KEY), args)
+        marker.write_text(json.dumps({**wanted, "ids": [big, other]}))
+        known = json.loads(marker.read_text())
+    shutil.copyfile(seed_dir / "proctor.db", data_dir / "proctor.db")
+    return known["ids"][0], known["ids"][1]
 
 
 def _percentiles(times: list[float]) -> tuple[float, float, float]:
@@ -323,6 +349,12 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=250, help="samples per streamed batch")
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--seed-dir",
+        type=Path,
+        default=None,
+        help="seed the SQLite database once here and copy it for each run",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the report here too")
     parser.add_argument("--append", action="store_true", help="append to --out, not replace")
     args = parser.parse_args()
@@ -335,8 +367,10 @@ def main() -> None:
             PROCTOR_DATABASE_URL=args.database_url,  # type: ignore[call-arg]
         )
         started = time.perf_counter()
-        big = seed(settings, args.samples - args.stream, args.rollouts, "big", status="RUNNING")
-        other = seed(settings, args.samples, args.rollouts, "big-b")
+        if args.seed_dir and not args.database_url:
+            big, other = seeded_copy(args, data_dir)
+        else:
+            big, other = seed_both(settings, args)
         seed_s = time.perf_counter() - started
         if args.database_url:
             # What autovacuum does soon after a bulk load (PostgreSQL 13+ vacuums after

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from cachetools import LRUCache
 from sqlalchemy.orm import Session
 
 from proctor import stats
@@ -42,8 +42,10 @@ PASS_MARK_SOURCES = ("set", "declared", "default")
 """Where a pass mark came from: the user, the evaluation's declared `max_reward`, 1.0."""
 
 T = TypeVar("T")
-_cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_MISSING = object()
+_cache: LRUCache[tuple[Any, ...], Any] = LRUCache(maxsize=CACHE_ENTRIES)
 _lock = threading.Lock()
+"""The server's request threads share the cache; the lock guards it (not the computing)."""
 
 
 def _state(evaluation: Evaluation) -> tuple[Any, ...]:
@@ -52,14 +54,12 @@ def _state(evaluation: Evaluation) -> tuple[Any, ...]:
 
 def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
     with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+        found = _cache.get(key, _MISSING)
+    if found is not _MISSING:
+        return cast(T, found)
     value = compute()
     with _lock:
         _cache[key] = value
-        while len(_cache) > CACHE_ENTRIES:
-            _cache.popitem(last=False)
     return value
 
 

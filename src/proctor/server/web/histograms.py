@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import LRUCache
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
@@ -109,8 +110,9 @@ class EvaluationStats:
     """Examples that errored in every rollout (in neither histogram)."""
 
 
-_cache: OrderedDict[tuple[Any, ...], EvaluationStats] = OrderedDict()
+_cache: LRUCache[tuple[Any, ...], EvaluationStats] = LRUCache(maxsize=CACHE_ENTRIES)
 _cache_lock = threading.Lock()
+"""The server's request threads share the cache; the lock guards it (not the computing)."""
 
 
 def evaluation_stats(
@@ -130,9 +132,9 @@ def evaluation_stats(
         threshold,
     )
     with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+        found = _cache.get(key)
+    if found is not None:
+        return found
     computed = EvaluationStats(
         histogram=reward_histogram(session, evaluation),
         examples=example_summary(session, evaluation, threshold=threshold),
@@ -141,8 +143,6 @@ def evaluation_stats(
     )
     with _cache_lock:
         _cache[key] = computed
-        while len(_cache) > CACHE_ENTRIES:
-            _cache.popitem(last=False)
     return computed
 
 
