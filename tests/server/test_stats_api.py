@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -243,3 +244,85 @@ def test_compare_refuses_evaluations_sharing_no_example_and_counts_all_errored_o
     assert paired["errored_candidate"] == {"count": 1, "example_ids": [2]}
     assert paired["mean_diff"] == pytest.approx(-1 / 3) and paired["losses"] == 1
     assert (paired["mean_baseline"], paired["mean_candidate"]) == pytest.approx((1.0, 2 / 3))
+
+
+def _regressions_pair(api: Api) -> tuple[str, str]:
+    # 150 examples: B is better on most, worse on examples 120-124 (past a first page of
+    # 100), ties on 0-9; A errored in every rollout of example 11; example 149 only in B.
+    a, b = api.create(name="a"), api.create(name="b")
+    _post(api, a, [_sample(e, 1, 0.5) for e in range(149) if e != 11])
+    _post(api, a, [_sample(11, 1, 0.0, error={"type": "Timeout", "message": "timed out"})])
+    _post(api, b, [_sample(e, 1, 0.0 if 120 <= e < 125 else (0.5 if e < 10 else 1.0))
+                   for e in range(150)])  # fmt: skip
+    return a, b
+
+
+def test_compare_show_filters_and_sorts_every_example_as_the_page_does(api: Api) -> None:
+    a, b = _regressions_pair(api)
+    base = f"/evaluations/compare?ids={a},{b}"
+    assert "examples" not in api.get(base).json() or api.get(base).json()["examples"] is None
+    worse = api.get(f"{base}&show=regressions&sort=diff&limit=3").json()["examples"]
+    assert (worse["show"], worse["sort"], worse["total"], worse["next_start"]) == (
+        "regressions", "diff", 5, 3,
+    )  # fmt: skip
+    assert [r["example_id"] for r in worse["rows"]] == [120, 121, 122]
+    assert worse["rows"][0] == {
+        "example_id": 120, "means": [0.5, 0.0], "errored": [False, False],
+        "present": [True, True], "diff": -0.5, "spread": 0.5,
+    }  # fmt: skip
+    rest = api.get(f"{base}&show=regressions&sort=diff&limit=3&start=3").json()["examples"]
+    assert [r["example_id"] for r in rest["rows"]] == [123, 124] and rest["next_start"] is None
+    better = api.get(f"{base}&show=improvements&sort=-diff&limit=2").json()["examples"]
+    # The all-errored example counts as 0 on A's side: B - A = 1.0, the largest.
+    assert better["total"] == 150 - 10 - 5 - 1 and better["rows"][0]["example_id"] == 11
+    assert api.get(f"{base}&show=ties").json()["examples"]["total"] == 10
+    errored = api.get(f"{base}&show=errored").json()["examples"]
+    assert [(r["example_id"], r["errored"]) for r in errored["rows"]] == [(11, [True, False])]
+    one_sided = api.get(f"{base}&show=one-sided").json()["examples"]
+    assert [(r["example_id"], r["present"], r["diff"]) for r in one_sided["rows"]] == [
+        (149, [False, True], None)
+    ]
+    listed = api.get(f"{base}&sort=example&limit=1000").json()["examples"]
+    assert listed["show"] == "all" and listed["total"] == 150 and len(listed["rows"]) == 150
+    for query, word in (("show=bogus", "Unknown filter"), ("sort=bogus", "Unknown sort")):
+        refused = api.get(f"{base}&{query}")
+        assert refused.status_code == 400 and word in refused.text, refused.text
+    assert api.get(f"{base}&show=ties&limit=0").status_code == 422
+    assert api.get(f"{base}&show=ties&start=-1").status_code == 422
+
+
+def test_evals_compare_show_lists_the_apis_examples(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from proctor.cli import evals_cmd
+    from proctor.runs._client import PlatformClient
+    from proctor.sandboxes import remote
+    from proctor.server.evaluations import stats as evaluation_stats
+    from tests.support.platform import BOOTSTRAP_KEY
+
+    # The CLI's choices are the platform's: one list of filters and sorts.
+    assert evals_cmd.COMPARE_SHOWS == evaluation_stats.COMPARE_FILTERS
+    assert evals_cmd.COMPARE_SORTS == evaluation_stats.COMPARE_ORDERS
+    a, b = _regressions_pair(api)
+    monkeypatch.setattr(
+        remote,
+        "connect",
+        lambda: PlatformClient("http://testserver", BOOTSTRAP_KEY, http=api.client),
+    )
+    assert evals_cmd.run(["compare", a, b, "--show", "regressions", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    # Largest regressions first by default, three of five listed.
+    assert "regressions (B below A): 5 (largest regressions first; 3 shown)" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("12")]
+    assert rows == [["120", "0.500", "0.000", "-0.500"], ["121", "0.500", "0.000", "-0.500"],
+                    ["122", "0.500", "0.000", "-0.500"]]  # fmt: skip
+    assert "... 2 more (raise --limit)" in out
+    assert evals_cmd.run(["compare", a, b, "--show", "errored"]) == 0
+    out = capsys.readouterr().out
+    assert "examples errored in every rollout on a side: 1 (by example id; all shown)" in out
+    assert ["11", "error", "1.000", "+1.000"] in [line.split() for line in out.splitlines()]
+    assert evals_cmd.run(["compare", a, b, "--show", "one-sided", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [r["example_id"] for r in answer["examples"]["rows"]] == [149]
+    assert evals_cmd.run(["compare", a, b]) == 0
+    assert "EXAMPLE" not in capsys.readouterr().out

@@ -104,6 +104,11 @@ def test_compare_filters_all_examples_on_the_server_before_paging(web: Web) -> N
     assert refused.status_code == 400 and "Unknown filter" in refused.text
     page = web.client.get(f"/compare?ids={a},{b}&show=regressions").text
     assert '<option value="regressions" selected>' in page
+    # The API lists the same rows, from the same function.
+    api = web.api.get(
+        f"/evaluations/compare?ids={a},{b}&show=regressions&sort=example&limit=5", key
+    )
+    assert api.json()["examples"]["rows"] == worse["examples"]
 
 
 def test_compare_keeps_the_chosen_baseline_swaps_and_sorts_all_examples(web: Web) -> None:

@@ -15,6 +15,10 @@ from typing import Any, cast
 from proctor.cli._parser import CommandParser
 from proctor.errors import APIError
 
+COMPARE_SHOWS = ("all", "regressions", "improvements", "ties", "errored", "one-sided")
+"""`--show`'s choices: the platform's filters (its answer explains an unknown one)."""
+COMPARE_SORTS = ("example", "diff", "-diff", "spread")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = CommandParser(
@@ -35,6 +39,23 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="pass@k's mark on both sides (default: the max_reward both declare, else 1.0)",
+    )
+    compare.add_argument(
+        "--show",
+        choices=COMPARE_SHOWS,
+        default=None,
+        help="also list these examples, filtered over all of them: regressions (B below A), "
+        "improvements, ties, errored (in every rollout on a side), one-sided, or all",
+    )
+    compare.add_argument(
+        "--sort",
+        choices=COMPARE_SORTS,
+        default=None,
+        help="order of the listed examples: example id, diff (largest regressions first), "
+        "-diff (largest improvements first), spread (default: diff with --show, else example)",
+    )
+    compare.add_argument(
+        "--limit", type=int, default=20, help="how many examples --show/--sort lists (default 20)"
     )
     create = sub.add_parser(
         "create",
@@ -113,7 +134,51 @@ def format_comparison(answer: dict[str, Any]) -> str:
         answer["pass_threshold_source"], "default"
     )
     lines.append(f"pass@k on both sides at reward >= {answer['pass_threshold']:g} ({source})")
+    if answer.get("examples"):
+        lines += _example_lines(answer["examples"])
     return "\n".join(lines)
+
+
+SHOWN_AS = {
+    "all": "examples",
+    "regressions": "regressions (B below A)",
+    "improvements": "improvements (B above A)",
+    "ties": "ties",
+    "errored": "examples errored in every rollout on a side",
+    "one-sided": "examples only one side holds",
+}
+SORTED_AS = {
+    "example": "by example id",
+    "diff": "largest regressions first",
+    "-diff": "largest improvements first",
+    "spread": "most disagreement first",
+}
+
+
+def _example_lines(listed: dict[str, Any]) -> list[str]:
+    """The listed examples: id, A's and B's mean (or `error`, or `-` when absent), B - A."""
+    rows = listed["rows"]
+    shown = min(listed["start"] + len(rows), listed["total"])
+    lines = [
+        "",
+        f"{SHOWN_AS.get(listed['show'], listed['show'])}: {listed['total']} "
+        f"({SORTED_AS.get(listed['sort'], listed['sort'])}; "
+        f"{'all' if shown == listed['total'] and not listed['start'] else f'{len(rows)}'} shown)",
+    ]
+    if not rows:
+        return lines
+    lines.append(f"{'EXAMPLE':>10}  {'A':>7}  {'B':>7}  {'B - A':>7}")
+    for row in rows:
+        cells = []
+        for mean, errored, present in list(
+            zip(row["means"], row["errored"], row["present"], strict=True)
+        )[:2]:
+            cells.append("error" if errored else ("-" if not present else _number(mean)))
+        diff = _number(row["diff"], sign=True)
+        lines.append(f"{row['example_id']:>10}  {cells[0]:>7}  {cells[1]:>7}  {diff:>7}")
+    if listed["next_start"] is not None:
+        lines.append(f"... {listed['total'] - shown} more (raise --limit)")
+    return lines
 
 
 def run(argv: list[str]) -> int:
@@ -160,8 +225,15 @@ def _act(args: argparse.Namespace, client: Any) -> int:
     if args.action == "delete":
         return _delete(client, args)
     if args.action == "compare":
+        # A filtered list is read for its largest changes first, unless asked otherwise.
+        sort = args.sort or {"regressions": "diff", "improvements": "-diff"}.get(args.show or "")
         answer = remote.compare(
-            client, [args.baseline, args.candidate], pass_threshold=args.pass_threshold
+            client,
+            [args.baseline, args.candidate],
+            pass_threshold=args.pass_threshold,
+            show=args.show,
+            sort=sort,
+            limit=args.limit,
         )
         print(json.dumps(answer, indent=2) if args.json else format_comparison(answer))
         return 0

@@ -65,13 +65,27 @@ def stats(client: PlatformClient, evaluation_id: str) -> dict[str, Any]:
 
 
 def compare(
-    client: PlatformClient, evaluation_ids: list[str], pass_threshold: float | None = None
+    client: PlatformClient,
+    evaluation_ids: list[str],
+    pass_threshold: float | None = None,
+    *,
+    show: str | None = None,
+    sort: str | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Statistics of the evaluations and the paired comparison of the first two (the
-    platform refuses evaluations that do not compare, with the reason)."""
+    platform refuses evaluations that do not compare, with the reason); with `show` or
+    `sort`, also the first `limit` examples so filtered and sorted (`examples`)."""
     ids = ",".join(quote(i, safe="") for i in evaluation_ids)
-    mark = "" if pass_threshold is None else f"&pass_threshold={pass_threshold!r}"
-    return client.call("GET", f"/evaluations/compare?ids={ids}{mark}")
+    query = {"pass_threshold": pass_threshold, "show": show, "sort": sort}
+    if show is not None or sort is not None:
+        query["limit"] = limit
+    extra = "".join(
+        f"&{name}={quote(repr(value) if isinstance(value, float) else str(value), safe='')}"
+        for name, value in query.items()
+        if value is not None
+    )
+    return client.call("GET", f"/evaluations/compare?ids={ids}{extra}")
 
 
 def logs(client: PlatformClient, evaluation_id: str, *, shard: int | None = None) -> str:

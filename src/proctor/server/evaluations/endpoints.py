@@ -13,7 +13,7 @@ from fastapi import APIRouter, BackgroundTasks, Header, Query, Response
 
 from proctor.server.auth.dependencies import CurrentPrincipal
 from proctor.server.body_deps import JsonBody, RawBody, body_schema, validate
-from proctor.server.boundary import page_max
+from proctor.server.boundary import INT32_MAX, page_max
 from proctor.server.deps import DatabaseDep, ReadSession, SettingsDep, WriteSession
 from proctor.server.environments.access import hub_ref_of
 from proctor.server.errors import InvalidInput
@@ -136,12 +136,28 @@ def compare_evaluations(
     session: ReadSession,
     ids: Annotated[str, Query(max_length=2000)],
     pass_threshold: Annotated[float | None, Query(ge=-1e9, le=1e9)] = None,
+    show: Annotated[str | None, Query(max_length=16)] = None,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
+    start: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    limit: Annotated[int, Query(ge=1, le=stats.COMPARE_EXAMPLES_MAX)] = 100,
 ) -> Comparison:
     """Statistics of 2 to 6 comparable evaluations at one pass mark, and candidate (2nd)
     against baseline (1st), paired; 400 `not_comparable` for evaluations of different
-    environments, versions or env_args, or with no example in common."""
+    environments, versions or env_args, or with no example in common. With `show` or
+    `sort`, also a page of the examples (`examples`), filtered and sorted over all of them
+    as the compare page lists them."""
     evaluations = [service.get_visible(session, principal, i) for i in stats.parse_ids(ids)]
-    return Comparison.model_validate(stats.compare(session, evaluations, threshold=pass_threshold))
+    answer = stats.compare(session, evaluations, threshold=pass_threshold)
+    if show is not None or sort is not None:
+        answer["examples"] = stats.compared_examples(
+            session,
+            evaluations,
+            order=sort or "example",
+            show=show or "all",
+            start=start,
+            limit=limit,
+        )
+    return Comparison.model_validate(answer)
 
 
 @router.get("/{evaluation_id}/stats", response_model=EvaluationStats)

@@ -291,6 +291,37 @@ class PairedComparison(BaseModel):
     only_candidate: OneSided
 
 
+class ComparedExample(BaseModel):
+    """One example of a comparison: its mean scored reward in each evaluation."""
+
+    example_id: int
+    means: list[float | None]
+    """None where the evaluation lacks the example or every rollout of it errored."""
+    errored: list[bool]
+    """Where the evaluation has the example but every rollout of it errored."""
+    present: list[bool]
+    """Where the evaluation has samples of the example."""
+    diff: float | None
+    """B - A (the first two) as the paired analysis counts it (an all-errored side as 0)."""
+    spread: float | None
+    """Highest minus lowest mean, when two or more scored it."""
+
+
+class ComparedExamples(BaseModel):
+    """A page of a comparison's examples, filtered and sorted over all of them (a proctor
+    extension: `show`, `sort`, `start`, `limit` on `GET /evaluations/compare`)."""
+
+    sort: Literal["example", "diff", "-diff", "spread"]
+    show: Literal["all", "regressions", "improvements", "ties", "errored", "one-sided"]
+    total: int
+    """Examples `show` keeps, over every page."""
+    start: int
+    limit: int
+    next_start: int | None
+    """`start` of the next page; null on the last."""
+    rows: list[ComparedExample]
+
+
 class Comparison(BaseModel):
     """Answer of `GET /evaluations/compare`."""
 
@@ -299,6 +330,8 @@ class Comparison(BaseModel):
     pass_threshold: float
     """The one pass mark every side's pass@k uses."""
     pass_threshold_source: Literal["set", "declared", "default"]
+    examples: ComparedExamples | None = None
+    """The examples `show`/`sort` asked for; absent when neither is given."""
 
 
 class ReopenedEvaluation(BaseModel):

@@ -364,6 +364,8 @@ def compare(
     }
 
 
+COMPARE_EXAMPLES_MAX = 1000
+"""The most example rows one compare answer lists (page with `start`)."""
 COMPARE_ORDERS = ("example", "diff", "-diff", "spread")
 COMPARE_FILTERS = ("all", "regressions", "improvements", "ties", "errored", "one-sided")
 """Which examples a comparison lists: all; where B - A is below, above or within
@@ -442,6 +444,56 @@ def example_order(
 
 def _counted(mean: float | None) -> float:
     return stats.ERRORED_EXAMPLE_VALUE if mean is None else mean
+
+
+def example_row(example_id: int, means: list[dict[int, float | None]]) -> dict[str, Any]:
+    """One example's row of a comparison: its mean scored reward in each evaluation (None
+    where it is absent or errored in every rollout), where it errored, where it is present,
+    B - A as the paired analysis counts it and the spread of the scored means."""
+    present = [example_id in m for m in means]
+    values = [m.get(example_id) for m in means]
+    scored = [v for v in values if v is not None]
+    diff = None
+    if present[0] and present[1]:
+        diff = _counted(values[1]) - _counted(values[0])
+    return {
+        "example_id": example_id,
+        "means": values,
+        "errored": [p and v is None for p, v in zip(present, values, strict=True)],
+        "present": present,
+        "diff": diff,
+        "spread": max(scored) - min(scored) if len(scored) > 1 else None,
+    }
+
+
+def compared_examples(
+    session: Session,
+    evaluations: list[Evaluation],
+    *,
+    order: str = "example",
+    show: str = "all",
+    start: int = 0,
+    limit: int = 100,
+) -> dict[str, Any]:
+    """A page of the per-example rows of a comparison, filtered (`show`) and sorted
+    (`order`) over every example first (`example_order`): what the compare page lists, the
+    API's `examples` and `proctor evals compare --show` print (JSON-ready).
+
+    Raises:
+        BadRequest: An unknown `order` or `show`.
+    """
+    ordered = example_order(session, evaluations, order, show=show)
+    means = [example_means(session, e) for e in evaluations]
+    end = start + limit
+    return {
+        "sort": order,
+        "show": show,
+        "total": len(ordered),
+        "start": start,
+        "limit": limit,
+        "next_start": end if end < len(ordered) else None,
+        "rows": [example_row(example, means) for example in ordered[start:end]],
+    }
 
 
 def warm(session: Session, evaluation: Evaluation) -> None:

@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
-from proctor import stats
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation
 from proctor.server.evaluations import service
@@ -98,25 +97,6 @@ def _metric_table(
     return [_compare_metric(name, values) for name, values in rows]
 
 
-def _compare_example(example_id: int, means: list[dict[int, float | None]]) -> CompareExample:
-    present = [example_id in m for m in means]
-    values = [m.get(example_id) for m in means]
-    errored = [p and v is None for p, v in zip(present, values, strict=True)]
-    scored = [v for v in values if v is not None]
-    diff = None
-    if present[0] and present[1]:
-        counted = [stats.ERRORED_EXAMPLE_VALUE if v is None else v for v in values[:2]]
-        diff = counted[1] - counted[0]
-    return CompareExample(
-        example_id=example_id,
-        means=values,
-        errored=errored,
-        present=present,
-        diff=diff,
-        spread=max(scored) - min(scored) if len(scored) > 1 else None,
-    )
-
-
 def order_ids(
     session: Session, principal: Principal, ids: str, baseline: str | None, *, by_age: bool
 ) -> list[Evaluation]:
@@ -149,10 +129,10 @@ def compare_page(
     per-example mean rewards with B - A, sorted by `sort` over all examples and paged."""
     answer = evaluation_stats.compare(session, evaluations, threshold=pass_threshold)
     figures = answer["evaluations"]
-    means = [evaluation_stats.example_means(session, e) for e in evaluations]
-    order = evaluation_stats.example_order(session, evaluations, sort, show=show)
-    page = order[start : start + limit]
-    next_start = start + limit if start + limit < len(order) else None
+    listed = evaluation_stats.compared_examples(
+        session, evaluations, order=sort, show=show, start=start, limit=limit
+    )
+    next_start = listed["next_start"]
     ids = ",".join(e.id for e in evaluations)
     swapped = [evaluations[1], evaluations[0], *evaluations[2:]]
     common: dict[str, Any] = {"limit": limit, "sort": sort}
@@ -173,14 +153,14 @@ def compare_page(
         pass_threshold_source=answer["pass_threshold_source"],
         mean_difference=None if a_mean is None or b_mean is None else b_mean - a_mean,
         metrics=_metric_table(evaluations, figures),
-        examples=[_compare_example(i, means) for i in page],
+        examples=[CompareExample.model_validate(row) for row in listed["rows"]],
         sort=sort,
         sorts=COMPARE_SORTS,
         show=show,
         shows=COMPARE_FILTERS,
         start=start,
         limit=limit,
-        total=len(order),
+        total=listed["total"],
         next_start=next_start,
         ids=ids,
         swap_query=urlencode({"ids": ",".join(e.id for e in swapped), **common}),
