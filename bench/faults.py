@@ -41,20 +41,31 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import Platform, start_platform  # noqa: E402
+from bench.fault_tally import (  # noqa: E402
+    Load,
+    Outcome,
+    check_hosted,
+    faults_line,
+    launcher_rows,
+    machine_line,
+    schedule_table,
+    total_line,
+    totals_table,
+    write_sections,
+)
 from tests.e2e.durability import (  # noqa: E402
     FaultProxy,
     demo_model,
@@ -69,27 +80,25 @@ from tests.e2e.durability import (  # noqa: E402
     trace_ids,
     unfill,
 )
-from tests.procs import ManagedProcess, wait_http  # noqa: E402
+from tests.e2e.hosted_helpers import create_hosted  # noqa: E402
+from tests.support.platform import Platform, start_platform  # noqa: E402
+from tests.support.procs import ManagedProcess, wait_http  # noqa: E402
 
 from proctor.contract import TERMINAL_STATUSES  # noqa: E402
 
 FAULTS = ("server-kill", "spool-full", "storm", "resets", "eval-kill", "finalize-kill")
+SHARD_FAULTS = ("shard-kill", "server-kill")
+"""Faults of a sharded schedule, drawn with repeats (a shard may be killed twice)."""
+SHARD_ATTEMPTS = 3
+SHARD_LATENCY_MS = 100
+LAUNCHER_ENV = {
+    "PROCTOR_HOSTED_ISOLATION": "none",
+    "PROCTOR_HOSTED_POLL_SECONDS": "0.1",
+    "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1",
+    "PROCTOR_HOSTED_SHARD_ATTEMPTS": str(SHARD_ATTEMPTS),
+}
+"""The in-server launcher of the sharded schedules: quick, sandboxes unconfined."""
 _PRIVATE_MOUNTS = "PROCTOR_BENCH_FAULTS_PRIVATE_MOUNTS"
-
-
-@dataclass
-class Outcome:
-    index: int
-    faults: list[str]
-    samples: int
-    expected: int = 0
-    stored: int = 0
-    duplicated: int = 0
-    lost: int = 0
-    false_status: int = 0
-    status: str = ""
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 def _last_line(text: str) -> str:
@@ -214,9 +223,7 @@ def run_schedule(
         expected = trace_ids(run_dir)
         rec = settled(plat, eid)
         stored = stored_ids(plat, eid)
-        out.expected, out.stored = len(expected), len(set(stored))
-        out.duplicated = len(stored) - len(set(stored))
-        out.lost = len(set(expected) - set(stored))
+        out.count(expected, stored)
         extra = len(set(stored) - set(expected))
         if extra:
             out.notes.append(f"{extra} stored sample(s) not in traces")
@@ -252,9 +259,98 @@ def _evaluations_of(plat: Platform, out_dir: Path) -> list[str]:
         ]
 
 
+def _stored_count(db: Path, eid: str) -> tuple[int, bool]:
+    """Samples stored for `eid`, and whether the launcher has closed it (read from SQLite:
+    it answers while the server is down)."""
+    with sqlite3.connect(db, timeout=30) as conn:
+        (count,) = conn.execute(
+            "SELECT COUNT(*) FROM samples WHERE evaluation_id = ?", (eid,)
+        ).fetchone()
+        row = conn.execute(
+            "SELECT ended_at FROM hosted_evaluations WHERE evaluation_id = ?", (eid,)
+        ).fetchone()
+    return int(count), row is not None and row[0] is not None
+
+
+def _kill_a_shard(database_url: str, eid: str, rng: random.Random) -> int | None:
+    """SIGKILL the process group of a running shard that has an attempt left; its index."""
+    _, shards = launcher_rows(database_url, eid)
+    running = [
+        s
+        for s in shards
+        if s["state"] == "running" and s["sandbox_handle"] and s["attempt"] < SHARD_ATTEMPTS
+    ]
+    rng.shuffle(running)
+    for shard in running:
+        try:
+            os.killpg(int(str(shard["sandbox_handle"]).partition("@")[0]), 9)
+        except (ProcessLookupError, ValueError):
+            continue  # it ended meanwhile
+        return int(shard["shard"])
+    return None
+
+
+def run_sharded_schedule(
+    index: int, rng: random.Random, plat: Platform, model: str, samples: tuple[int, int]
+) -> Outcome:
+    """One hosted evaluation in 2-4 shards (`reverse-text -r 2`, 2 in flight per shard) on the
+    in-server launcher; 1-3 faults strike at fractions of its samples stored: a running
+    shard's sandbox SIGKILLed (retried by the launcher), or the server SIGKILLed and
+    restarted (it adopts the running shards). Each pair must be stored once, the evaluation
+    COMPLETED with that count, and each killed shard run once more per kill."""
+    count = rng.randint(2, 4)
+    examples = rng.randint(samples[0] // 2, samples[1] // 2)
+    faults = [rng.choice(SHARD_FAULTS) for _ in range(rng.randint(1, 3))]
+    out = Outcome(index, faults, 2 * examples)
+    out.notes.append(f"{count} shards")
+    started = time.monotonic()
+    db = plat.data_dir / "proctor.db"
+    database_url = f"sqlite:///{db}"
+    with plat.client() as client:
+        eid = create_hosted(
+            client,
+            "reverse-text",
+            num_examples=examples,
+            rollouts_per_example=2,
+            shards=count,
+            max_concurrent=2,
+            api_base_url=model,
+        )
+    kills: Counter[int] = Counter()
+    for when, fault in sorted(zip([rng.uniform(0.1, 0.7) for _ in faults], faults, strict=True)):
+        stored, closed = _stored_count(db, eid)
+        deadline = time.monotonic() + 300
+        while stored < when * out.samples and not closed and time.monotonic() < deadline:
+            time.sleep(0.02)
+            stored, closed = _stored_count(db, eid)
+        if closed:
+            out.notes.append(f"{fault}: the run had ended")
+        elif fault == "server-kill":
+            plat.process.kill()
+            time.sleep(rng.uniform(0.3, 2.0))
+            plat.process.start()
+            wait_http(f"{plat.url}/healthz", proc=plat.process.proc, timeout=60)
+        elif (victim := _kill_a_shard(database_url, eid, rng)) is not None:
+            kills[victim] += 1
+        else:
+            out.notes.append("shard-kill: no shard running")
+    deadline = time.monotonic() + 300
+    while not _stored_count(db, eid)[1] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    settled(plat, eid, timeout=60)
+    record = check_hosted(out, plat, database_url, eid, examples, 2, kills)
+    out.status = str(record["status"])
+    out.adopted = plat.process.output().count(f"adopts the shards of {eid}")
+    out.seconds = time.monotonic() - started
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--schedules", type=int, default=50)
+    parser.add_argument("--schedules", type=int, default=50, help="pushed-run schedules")
+    parser.add_argument(
+        "--sharded", type=int, default=10, help="sharded hosted schedules, run after the others"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-samples", type=int, default=200)
     parser.add_argument("--max-samples", type=int, default=400)
@@ -284,88 +380,97 @@ def main() -> None:
     load_before = os.getloadavg()
     started = time.monotonic()
     outcomes: list[Outcome] = []
+    sharded: list[Outcome] = []
+    bounds = (args.min_samples, args.max_samples)
     with tempfile.TemporaryDirectory(prefix="proctor-faults-") as tmp:
         work = Path(tmp)
         (work / "platform").mkdir()
-        plat = start_platform(work / "platform")
+        (work / "slow").mkdir()
+        plat = start_platform(work / "platform", extra_env=LAUNCHER_ENV)
         try:
-            with demo_model(work, latency_ms=5) as model, FaultProxy(plat.url) as proxy:
+            with (
+                demo_model(work, latency_ms=5) as model,
+                demo_model(work / "slow", latency_ms=SHARD_LATENCY_MS) as slow_model,
+                FaultProxy(plat.url) as proxy,
+            ):
                 for i in range(args.schedules):
-                    o = run_schedule(
-                        i, rng, plat, proxy, model, work, (args.min_samples, args.max_samples)
-                    )
+                    o = run_schedule(i, rng, plat, proxy, model, work, bounds)
                     outcomes.append(o)
-                    print(
-                        f"{i:3d} {'+'.join(o.faults):<36} samples={o.samples:3d} "
-                        f"expected={o.expected:3d} stored={o.stored:3d} dup={o.duplicated} "
-                        f"lost={o.lost} false={o.false_status} {o.status} {o.seconds:.0f}s "
-                        f"{'; '.join(o.notes)}",
-                        flush=True,
-                    )
+                    print(o.line(), flush=True)
+                for i in range(args.sharded):
+                    o = run_sharded_schedule(i, rng, plat, slow_model, bounds)
+                    sharded.append(o)
+                    print(o.line(), flush=True)
         finally:
             plat.process.stop()
     wall = time.monotonic() - started
     load = (load_before, os.getloadavg())
-    total = {
-        k: sum(getattr(o, k) for o in outcomes)
-        for k in ("samples", "expected", "stored", "duplicated", "lost", "false_status")
-    }
-    print(
-        f"TOTAL schedules={len(outcomes)} samples={total['samples']} "
-        f"expected={total['expected']} stored={total['stored']} "
-        f"duplicated={total['duplicated']} lost={total['lost']} "
-        f"false_statuses={total['false_status']} wall={wall:.0f}s "
-        f"load={load[0][0]:.1f}->{load[1][0]:.1f}"
+    print(total_line([*outcomes, *sharded], wall, load))
+    write_sections(
+        args.out,
+        write_report(args, outcomes, wall, load) if outcomes else None,
+        {SHARDED_HEADING: sharded_report(args, sharded, wall, load)} if sharded else {},
     )
-    write_report(args, outcomes, total, wall, load)
+
+
+SHARDED_HEADING = "## Sharded schedules"
 
 
 def write_report(
-    args: argparse.Namespace,
-    outcomes: list[Outcome],
-    total: dict[str, int],
-    wall: float,
-    load: tuple[tuple[float, float, float], tuple[float, float, float]],
-) -> None:
-    before, after = load
-    lines = [
+    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
+) -> list[str]:
+    return [
         "# Fault benchmark",
         "",
         f"Command: `.venv/bin/python bench/faults.py --schedules {args.schedules} "
-        f"--seed {args.seed} --min-samples {args.min_samples} --max-samples "
-        f"{args.max_samples}` (as root, for the tmpfs mounts).",
+        f"--sharded {args.sharded} --seed {args.seed} --min-samples {args.min_samples} "
+        f"--max-samples {args.max_samples}` (as root, for the tmpfs mounts).",
         "",
         "Each schedule is a real `proctor eval reverse-text -n N -r 2 -c 8 --push` against "
         "`proctor demo-model --latency-ms 5` and `proctor server` (SQLite) on 127.0.0.1, "
         "through a loopback fault proxy; see the docstring of `bench/faults.py`.",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load "
-        f"average {before[0]:.1f} / {before[1]:.1f} / {before[2]:.1f} at the start, "
-        f"{after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f} at the end), Python "
-        f"{platform.python_version()}; {wall:.0f} s wall.",
+        machine_line(wall, load),
         "",
-        "| schedules | samples run | expected (traces) | stored | duplicated | lost "
-        "| false statuses |",
-        "|---|---|---|---|---|---|---|",
-        f"| {len(outcomes)} | {total['samples']} | {total['expected']} | {total['stored']} "
-        f"| {total['duplicated']} | {total['lost']} | {total['false_status']} |",
+        *totals_table(outcomes),
         "",
-        "Faults per schedule: "
-        + ", ".join(f"`{f}` {sum(f in o.faults for o in outcomes)}" for f in FAULTS)
+        faults_line(outcomes, FAULTS)
         + ". A killed eval finished by `runs sync` is closed FAILED with what it wrote "
         "(expected < samples); one finished by `--resume` runs the rest.",
         "",
-        "| # | faults | samples | expected | stored | dup | lost | false | status | s | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *schedule_table(outcomes),
     ]
-    for o in outcomes:
-        lines.append(
-            f"| {o.index} | {' + '.join(o.faults)} | {o.samples} | {o.expected} | {o.stored} "
-            f"| {o.duplicated} | {o.lost} | {o.false_status} | {o.status} | {o.seconds:.0f} "
-            f"| {'; '.join(o.notes)} |"
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+
+
+def sharded_report(
+    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
+) -> list[str]:
+    return [
+        SHARDED_HEADING,
+        "",
+        f"Command: `.venv/bin/python bench/faults.py --schedules {args.schedules} "
+        f"--sharded {args.sharded} --seed {args.seed} --min-samples {args.min_samples} "
+        f"--max-samples {args.max_samples}` (the last {len(outcomes)} schedules).",
+        "",
+        "Each schedule is one hosted evaluation of `reverse-text -r 2` in 2-4 shards "
+        "(`max_concurrent` 2 each) on the server's in-server launcher (local sandboxes, "
+        f"unconfined, {SHARD_ATTEMPTS} attempts per shard) against `proctor demo-model "
+        f"--latency-ms {SHARD_LATENCY_MS}`; 1-3 faults drawn with repeats from "
+        "`shard-kill` (a running shard's sandbox, its whole process group, SIGKILLed) and "
+        "`server-kill` (the server SIGKILLed and restarted 0.3-2 s later), each when a "
+        "random 10-70 % of the samples are stored. Expected: every (example, rollout) pair "
+        "once; COMPLETED with that count; claimed once; a shard killed k times ran k + 1 "
+        "times (notes say otherwise).",
+        "",
+        machine_line(wall, load),
+        "",
+        *totals_table(outcomes, "sharded schedules"),
+        "",
+        faults_line(outcomes, SHARD_FAULTS) + ". Adopted: the restarted server's launcher "
+        "taking the running shards back.",
+        "",
+        *schedule_table(outcomes),
+    ]
 
 
 if __name__ == "__main__":

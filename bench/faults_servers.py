@@ -14,27 +14,39 @@ strike at random points of the schedule (a fraction of the pushed runs' episodes
 - `both-kill`: one server is SIGKILLed, then the other, then both come back (nothing serves
   for a moment).
 
-Then: expected = the ids in each pushed run's traces.jsonl, and each hosted run's examples;
+With `--sharded K`, K more schedules each add a hosted evaluation in 3 shards to the mix:
+the server kills strike while its shards run, adopted with the rest of a dead server's
+sandboxes.
+
+Then: expected = the ids in each pushed run's traces.jsonl, and each hosted run's
+(example, rollout) pairs;
 stored = the ids the platform holds; duplicated = rows stored twice; lost = expected but not
 stored; a false status is a pushed run reported done (exit 0) that is not COMPLETED, a
-COMPLETED evaluation that lacks a sample, or a hosted evaluation whose sandbox was never
-touched that ends other than COMPLETED. A hosted evaluation claimed more than once is counted
-as doubled. Goal: 0 / 0 / 0.
+COMPLETED evaluation that lacks a sample, or a hosted evaluation (whose sandboxes are never
+touched) that ends other than COMPLETED with every pair. A hosted evaluation claimed more
+than once is counted as doubled. Goal: 0 / 0 / 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import BOOTSTRAP_KEY, Platform
-from tests.databases import fresh_database
+from bench.fault_tally import (
+    Load,
+    Outcome,
+    check_hosted,
+    faults_line,
+    machine_line,
+    schedule_table,
+    total_line,
+    totals_table,
+    write_sections,
+)
 from tests.e2e.durability import (
     demo_model,
     eval_args,
@@ -46,31 +58,19 @@ from tests.e2e.durability import (
     stored_ids,
     trace_ids,
 )
+from tests.e2e.hosted_helpers import create_hosted
 from tests.e2e.servers import Balancer, Server, balanced_servers, hosted_rows
-from tests.procs import ManagedProcess, wait_http
-
-from proctor.contract import TERMINAL_STATUSES
+from tests.support.databases import fresh_database
+from tests.support.platform import BOOTSTRAP_KEY, Platform
+from tests.support.procs import ManagedProcess, wait_http
 
 SERVER_FAULTS = ("server-kill", "server-down", "both-kill")
 STALE_SECONDS = 3.0
 PUSHED = 2
 HOSTED = 2
 LATENCY_MS = 200
-
-
-@dataclass
-class ServerOutcome:
-    index: int
-    faults: list[str]
-    samples: int
-    expected: int = 0
-    stored: int = 0
-    duplicated: int = 0
-    lost: int = 0
-    false_status: int = 0
-    adopted: int = 0
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
+SHARDS = 3
+SHARDED_HEADING = "## Sharded schedules"
 
 
 def _restart(server: Server) -> None:
@@ -97,24 +97,12 @@ def _strike(fault: str, rng: random.Random, servers: list[Server]) -> None:
     _restart(victim)
 
 
-def _create_hosted(balancer: Balancer, model: str, n: int) -> str:
-    import httpx
-
-    body = {
-        "environment_ids": ["reverse-text"],
-        "inference_model": "demo",
-        "eval_config": {
-            "num_examples": n,
-            "rollouts_per_example": 1,
-            "max_concurrent": 1,
-            "api_base_url": model,
-        },
-    }
-    headers = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
-    with httpx.Client(base_url=f"{balancer.url}/api/v1", headers=headers, timeout=30) as c:
-        answer = c.post("/hosted-evaluations", json=body)
-        answer.raise_for_status()
-        return str(answer.json()["evaluation_id"])
+def _create_hosted(plat: Platform, model: str, n: int, shards: int | None) -> str:
+    config = {"num_examples": n, "rollouts_per_example": 1, "max_concurrent": 1}
+    if shards is not None:
+        config["shards"] = shards
+    with plat.client() as c:
+        return create_hosted(c, "reverse-text", **config, api_base_url=model)
 
 
 def run_server_schedule(
@@ -126,18 +114,25 @@ def run_server_schedule(
     model: str,
     work: Path,
     samples: tuple[int, int],
-) -> ServerOutcome:
-    """One schedule: pushed and hosted runs at once, servers killed under them."""
+    *,
+    sharded: bool = False,
+) -> Outcome:
+    """One schedule: pushed and hosted runs (one of them sharded) at once, servers killed
+    under them."""
     faults = rng.sample(SERVER_FAULTS, rng.randint(1, 3))
     sizes = [rng.randint(samples[0] // 2, samples[1] // 2) for _ in range(PUSHED)]
     hosted_n = [rng.randint(samples[0] // 4, samples[1] // 4) for _ in range(HOSTED)]
-    out = ServerOutcome(index, faults, 2 * sum(sizes) + sum(hosted_n))
+    shards = [None] * HOSTED
+    if sharded:
+        hosted_n.append(rng.randint(samples[0] // 2, samples[1] // 2))
+        shards.append(SHARDS)
+    out = Outcome(index, faults, 2 * sum(sizes) + sum(hosted_n))
     started = time.monotonic()
     adopted_before = _adoptions(servers)
     home = work / f"s{index:03d}"
     home.mkdir(parents=True)
     plat = Platform(balancer.url, BOOTSTRAP_KEY, home, database_url, servers[0].process)
-    hosted = [_create_hosted(balancer, model, n) for n in hosted_n]
+    hosted = [_create_hosted(plat, model, n, k) for n, k in zip(hosted_n, shards, strict=True)]
     runs = []
     for k, n in enumerate(sizes):
         out_dir = home / f"out{k}"
@@ -167,10 +162,7 @@ def run_server_schedule(
         expected = set(trace_ids(run_dir))
         record = settled(plat, eid)
         stored = stored_ids(plat, eid)
-        out.expected += len(expected)
-        out.stored += len(set(stored))
-        out.duplicated += len(stored) - len(set(stored))
-        out.lost += len(expected - set(stored))
+        out.count(expected, stored)
         whole = not (expected - set(stored))
         if record["status"] == "COMPLETED" and not whole:
             out.false_status += 1
@@ -182,32 +174,24 @@ def run_server_schedule(
         if all(rows[e]["ended_at"] is not None for e in hosted):
             break
         time.sleep(0.2)
-    rows = hosted_rows(database_url)
     for evaluation_id, n in zip(hosted, hosted_n, strict=True):
-        record = settled(plat, evaluation_id, timeout=60)
-        stored = stored_ids(plat, evaluation_id)
-        out.expected += n
-        out.stored += len(set(stored))
-        out.duplicated += len(stored) - len(set(stored))
-        out.lost += max(0, n - len(set(stored)))
-        out.duplicated += int(rows[evaluation_id]["attempt"]) - 1  # started more than once
-        if record["status"] != "COMPLETED" or record["total_samples"] != n:
-            out.false_status += 1
-            out.notes.append(f"hosted {record['status']}: {record.get('error_message')}")
-        if rows[evaluation_id]["ended_at"] is None or record["status"] not in TERMINAL_STATUSES:
-            out.notes.append("hosted left open")
+        settled(plat, evaluation_id, timeout=60)
+        check_hosted(out, plat, database_url, evaluation_id, n, 1)
     out.adopted = _adoptions(servers) - adopted_before
     out.seconds = time.monotonic() - started
     return out
 
 
 def _adoptions(servers: list[Server]) -> int:
-    """Sandboxes adopted so far, by the servers' logs (which grow across restarts)."""
-    return "".join(s.process.output() for s in servers).count("adopts the sandbox")
+    """Sandboxes (and sharded evaluations) adopted so far, by the servers' logs (which grow
+    across restarts)."""
+    logs = "".join(s.process.output() for s in servers)
+    return logs.count("adopts the sandbox") + logs.count("adopts the shards of")
 
 
 def servers_main(args: argparse.Namespace) -> None:
-    """Run `args.schedules` server-kill schedules and write `args.out`."""
+    """Run `args.schedules` server-kill schedules, then `args.sharded` more with a sharded
+    hosted evaluation in each, and write `args.out`."""
     url = os.environ.get("PROCTOR_TEST_POSTGRES_URL")
     if not url:
         raise SystemExit(
@@ -216,7 +200,8 @@ def servers_main(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     load_before = os.getloadavg()
     started = time.monotonic()
-    outcomes: list[ServerOutcome] = []
+    outcomes: list[Outcome] = []
+    sharded: list[Outcome] = []
     extra = {
         "PROCTOR_HOSTED_STALE_SECONDS": f"{STALE_SECONDS:g}",
         "PROCTOR_HOSTED_ISOLATION": "none",
@@ -229,7 +214,7 @@ def servers_main(args: argparse.Namespace) -> None:
             balanced_servers(work / "platform", database_url, extra_env=extra) as (servers, lb),
             demo_model(work, latency_ms=LATENCY_MS) as model,
         ):
-            for i in range(args.schedules):
+            for i in range(args.schedules + args.sharded):
                 o = run_server_schedule(
                     i,
                     rng,
@@ -239,71 +224,71 @@ def servers_main(args: argparse.Namespace) -> None:
                     model,
                     work,
                     (args.min_samples, args.max_samples),
+                    sharded=i >= args.schedules,
                 )
-                outcomes.append(o)
-                print(
-                    f"{i:3d} {'+'.join(o.faults):<36} samples={o.samples:3d} "
-                    f"expected={o.expected:3d} stored={o.stored:3d} dup={o.duplicated} "
-                    f"lost={o.lost} false={o.false_status} adopted={o.adopted} "
-                    f"{o.seconds:.0f}s {'; '.join(o.notes)}",
-                    flush=True,
-                )
+                (sharded if i >= args.schedules else outcomes).append(o)
+                print(o.line(), flush=True)
     wall = time.monotonic() - started
-    total = {
-        k: sum(getattr(o, k) for o in outcomes)
-        for k in ("samples", "expected", "stored", "duplicated", "lost", "false_status", "adopted")
-    }
-    print(
-        f"TOTAL schedules={len(outcomes)} samples={total['samples']} expected={total['expected']} "
-        f"stored={total['stored']} duplicated={total['duplicated']} lost={total['lost']} "
-        f"false_statuses={total['false_status']} adopted={total['adopted']} wall={wall:.0f}s"
+    load = (load_before, os.getloadavg())
+    print(total_line([*outcomes, *sharded], wall, load))
+    write_sections(
+        args.out,
+        _report(args, outcomes, wall, load) if outcomes else None,
+        {SHARDED_HEADING: _sharded_report(args, sharded, wall, load)} if sharded else {},
     )
-    _write_report(args, outcomes, total, wall, (load_before, os.getloadavg()))
 
 
-def _write_report(
-    args: argparse.Namespace,
-    outcomes: list[ServerOutcome],
-    total: dict[str, int],
-    wall: float,
-    load: tuple[tuple[float, float, float], tuple[float, float, float]],
-) -> None:
-    before, after = load
-    lines = [
+def _command(args: argparse.Namespace) -> str:
+    return (
+        f"`PROCTOR_TEST_POSTGRES_URL=... .venv/bin/python bench/faults.py --servers "
+        f"--schedules {args.schedules} --sharded {args.sharded} --seed {args.seed} "
+        f"--min-samples {args.min_samples} --max-samples {args.max_samples}`"
+    )
+
+
+def _report(
+    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
+) -> list[str]:
+    return [
         "# Fault benchmark: server kills across two servers",
         "",
-        f"Command: `PROCTOR_TEST_POSTGRES_URL=... .venv/bin/python bench/faults.py --servers "
-        f"--schedules {args.schedules} --seed {args.seed} --min-samples {args.min_samples} "
-        f"--max-samples {args.max_samples}`.",
+        f"Command: {_command(args)}.",
         "",
         f"Each schedule: {PUSHED} pushed `proctor eval reverse-text -r 2 -c 4` runs and "
         f"{HOSTED} hosted evaluations (`-c 1`, local sandboxes, unconfined) at once, against "
         f"`proctor demo-model --latency-ms {LATENCY_MS}` and two `proctor server` processes on one "
         "PostgreSQL behind a loopback balancer; see the docstring of `bench/faults_servers.py`.",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load "
-        f"average {before[0]:.1f} at the start, {after[0]:.1f} at the end), Python "
-        f"{platform.python_version()}; {wall:.0f} s wall.",
+        machine_line(wall, load),
         "",
-        "| schedules | samples run | expected | stored | duplicated | lost | false statuses "
-        "| sandboxes adopted (by the other server, or by the same one restarted) |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {len(outcomes)} | {total['samples']} | {total['expected']} | {total['stored']} "
-        f"| {total['duplicated']} | {total['lost']} | {total['false_status']} "
-        f"| {total['adopted']} |",
+        *totals_table(outcomes),
         "",
-        "Faults per schedule: "
-        + ", ".join(f"`{f}` {sum(f in o.faults for o in outcomes)}" for f in SERVER_FAULTS)
-        + ".",
+        faults_line(outcomes, SERVER_FAULTS) + ". Adopted: by the other server, or by the same "
+        "one restarted.",
         "",
-        "| # | faults | samples | expected | stored | dup | lost | false | adopted | s | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *schedule_table(outcomes),
     ]
-    for o in outcomes:
-        lines.append(
-            f"| {o.index} | {' + '.join(o.faults)} | {o.samples} | {o.expected} | {o.stored} "
-            f"| {o.duplicated} | {o.lost} | {o.false_status} | {o.adopted} | {o.seconds:.0f} "
-            f"| {'; '.join(o.notes)} |"
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+
+
+def _sharded_report(
+    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
+) -> list[str]:
+    return [
+        SHARDED_HEADING,
+        "",
+        f"Command: {_command(args)} (the last {len(outcomes)} schedules).",
+        "",
+        f"As above, plus a third hosted evaluation in {SHARDS} shards (`reverse-text -r 1`, "
+        "`-c 1` per shard) in each schedule: the server kills strike while its shards run. "
+        "Its (example, rollout) pairs are counted like the others' samples; it must end "
+        "COMPLETED with every pair, claimed once. Adopted: sandboxes and sharded evaluations "
+        "taken over by the other server, or by the same one restarted.",
+        "",
+        machine_line(wall, load),
+        "",
+        *totals_table(outcomes, "sharded schedules"),
+        "",
+        faults_line(outcomes, SERVER_FAULTS) + ".",
+        "",
+        *schedule_table(outcomes),
+    ]
