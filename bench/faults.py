@@ -302,7 +302,6 @@ def run_sharded_schedule(
     examples = rng.randint(samples[0] // 2, samples[1] // 2)
     faults = [rng.choice(SHARD_FAULTS) for _ in range(rng.randint(1, 3))]
     out = Outcome(index, faults, 2 * examples)
-    out.notes.append(f"{count} shards")
     started = time.monotonic()
     db = plat.data_dir / "proctor.db"
     database_url = f"sqlite:///{db}"

@@ -144,11 +144,16 @@ def run_server_schedule(
     at = sorted(rng.uniform(0.1, 0.8) for _ in faults)
     pending = list(zip(at, faults, strict=True))
     total = 2 * sum(sizes)
+    hits = 0  # faults that struck while the sharded evaluation's shards ran
     while pending and any(p.proc is not None and p.proc.poll() is None for p, _ in runs):
         if sum(line_count(r / "traces.jsonl") for _, r in runs) < pending[0][0] * total:
             time.sleep(0.02)
             continue
+        if sharded and hosted_rows(database_url)[hosted[-1]]["ended_at"] is None:
+            hits += 1
         _strike(pending.pop(0)[1], rng, servers)
+    if sharded:
+        out.notes.append(f"{hits} of {len(faults)} fault(s) struck while its shards ran")
     for proc, run_dir in runs:
         assert proc.proc is not None
         code = proc.proc.wait(timeout=600)

@@ -116,6 +116,17 @@ class Run:
     def closing(self) -> float:
         return self.completed - self.last_end
 
+    @property
+    def noticed(self) -> float:
+        """The last shard's exit -> COMPLETED: the launcher's (or `evals finalize`'s) part."""
+        return self.completed - max(s.ended for s in self.per_shard)
+
+    @property
+    def cores(self) -> float:
+        """Cores the run's own processes (shards, server, model) kept busy, on average."""
+        cpu = sum(s.cpu_s for s in self.per_shard) + self.server_cpu + self.model_cpu
+        return cpu / (self.completed - self.created)
+
 
 def _cpu(proc: psutil.Process | None) -> float:
     if proc is None:
@@ -249,9 +260,9 @@ def _row(run: Run, base: Run | None) -> str:
         f"| {statistics.median(s.startup for s in shards):.2f} / "
         f"{max(s.startup for s in shards):.2f} "
         f"| {max(s.exit for s in shards):.2f} | {cpu:.2f} "
-        f"| {run.all_started:.2f} | {run.closing:.2f} "
+        f"| {run.all_started:.2f} | {run.closing:.2f} | {run.noticed:.2f} "
         f"| {run.server_cpu / run.rollouts * 1000:.2f} "
-        f"| {run.model_cpu / run.rollouts * 1000:.2f} |"
+        f"| {run.model_cpu / run.rollouts * 1000:.2f} | {run.cores:.2f} |"
     )
 
 
@@ -298,8 +309,9 @@ def report(args: argparse.Namespace, runs: list[Run], load: list[tuple[float, ..
         "| path | N | rollouts | status | whole run/s | efficiency | steady run/s "
         "| efficiency | shard start-up s (median / max) | shard exit s (max) "
         "| shard CPU ms / rollout | create -> all shards started s | last rollout -> COMPLETED s "
-        "| server CPU ms / rollout | model CPU ms / rollout |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| last shard exit -> COMPLETED s | server CPU ms / rollout | model CPU ms / rollout "
+        "| cores busy |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for path in paths:
         base = best.get((path, 1))
