@@ -5,6 +5,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -12,9 +15,11 @@ from pydantic import ValidationError
 from proctor.eval.args import parse_eval_args
 from proctor.eval.config import EvalConfig
 from proctor.sandboxes.command import (
+    CONFIG_FILE,
     DEFAULT_COMMAND,
     HostedEvalConfig,
     build_command,
+    eval_toml,
     sandbox_config,
     wire_config,
     wire_field,
@@ -26,7 +31,12 @@ def _words(command: str) -> list[str]:
     return shlex.split(command)
 
 
-def test_default_command_is_the_eval_cli_with_attach() -> None:
+def _sandbox_settings(config: HostedEvalConfig, **names: str) -> dict[str, Any]:
+    where = {"environment": "e", "model": "m", **names}
+    return tomllib.loads(eval_toml(config, **where))
+
+
+def test_default_command_is_the_eval_cli_with_its_config_file_and_attach() -> None:
     config = HostedEvalConfig.model_validate(
         {
             "num_examples": 4,
@@ -50,33 +60,64 @@ def test_default_command_is_the_eval_cli_with_attach() -> None:
     )
     words = _words(command)
     assert words[:3] == [sys.executable, "-m", "proctor.cli.main"]
-    assert words[3:7] == ["eval", "alphabet-sort", "-m", "m/x"]
-    assert words[-2:] == ["--run.attach", "$EVALUATION_ID"]
-    flags = " ".join(words)
-    for part in (
-        "-n 4",
-        "-r 2",
-        "-c 8",
-        "--sampling.temperature 0.7",
-        "--sampling.max-tokens 64",
-        '--env-args {"level": "hard"}',
-        "--client.base-url http://127.0.0.1:1/v1",
-        "--client.api-key-var MODEL_KEY",
-        "--client.headers-var PROCTOR_CLIENT_HEADERS",  # the values travel in the env
-        "--no-serve --no-rich",
-        "--verbose",
-    ):
-        assert part in flags, part
-    assert "sk-never-in-argv" not in command
-    assert "a b" not in command
+    assert words[3:] == ["eval", "@", CONFIG_FILE, "--run.attach", "$EVALUATION_ID"]
+    settings = _sandbox_settings(config, environment="alphabet-sort", model="m/x")
+    assert settings == {
+        "env": "alphabet-sort",
+        "model": "m/x",
+        "num_examples": 4,
+        "rollouts_per_example": 2,
+        "max_concurrent": 8,
+        "sampling": {"temperature": 0.7, "max_tokens": 64},
+        "env_args": {"level": "hard"},
+        "client": {
+            "base_url": "http://127.0.0.1:1/v1",
+            "api_key_var": "MODEL_KEY",
+            "headers_var": "PROCTOR_CLIENT_HEADERS",  # the values travel in the env
+        },
+        "verbose": True,
+        "rich": False,
+    }
+    text = eval_toml(config, environment="alphabet-sort", model="m/x")
+    for secret in ("sk-never-in-argv", "a b"):
+        assert secret not in command and secret not in text
+
+
+def test_a_shard_adds_its_slice_to_the_command_line() -> None:
+    config = HostedEvalConfig(shards=3)
+    words = _words(build_command(DEFAULT_COMMAND, environment="e", model="m", config=config))
+    assert "--shard" not in words
+    words = _words(
+        build_command(DEFAULT_COMMAND, environment="e", model="m", config=config, shard="1/3")
+    )
+    assert words[3:] == [
+        "eval",
+        "@",
+        CONFIG_FILE,
+        "--shard",
+        "1/3",
+        "--run.attach",
+        "$EVALUATION_ID",
+    ]
 
 
 def test_all_examples_omits_n_and_expects_no_fixed_count() -> None:
     config = HostedEvalConfig(num_examples=-1, rollouts_per_example=3)
-    words = _words(build_command(DEFAULT_COMMAND, environment="e", model="m", config=config))
-    assert "-n" not in words and words[words.index("-r") + 1] == "3"
+    settings = _sandbox_settings(config)
+    assert "num_examples" not in settings and settings["rollouts_per_example"] == 3
     assert config.expected_samples is None
     assert HostedEvalConfig(num_examples=5, rollouts_per_example=3).expected_samples == 15
+
+
+def test_env_args_holding_a_null_reach_the_sandbox_as_given(tmp_path: Path) -> None:
+    # TOML has no null: such env_args are written as their JSON object, which eval reads.
+    args = {"level": None, "words": ["a", None], "n": 2}
+    config = HostedEvalConfig(env_args=args)
+    path = tmp_path / CONFIG_FILE
+    path.write_text(eval_toml(config, environment="e", model="m"))
+    assert parse_eval_args(["@", str(path)]).env_args == args
+    path.write_text(eval_toml(HostedEvalConfig(env_args={"n": 2}), environment="e", model="m"))
+    assert tomllib.loads(path.read_text())["env_args"] == {"n": 2}  # a table when it can be
 
 
 def test_hostile_values_stay_single_words_in_the_shell() -> None:
@@ -191,7 +232,7 @@ def test_the_overlay_is_one_table_both_ways() -> None:
 
 
 def test_the_sandbox_config_is_eval_defaults_under_the_overlay(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("PROCTOR_MODEL_BASE_URL", raising=False)
     config = HostedEvalConfig(num_examples=2, sampling_args={"temperature": 0.2})
@@ -203,15 +244,13 @@ def test_the_sandbox_config_is_eval_defaults_under_the_overlay(
             "num_examples": 2,
             "rollouts_per_example": 3,
             "sampling": {"temperature": 0.2},
+            "rich": False,
         }
     )
-    # `{options}` parse back into that very config.
-    words = _words(
-        build_command(
-            "{env} -m {model} {options}", environment="reverse-text", model="m", config=config
-        )
-    )
-    assert parse_eval_args(words) == overlay
+    # The sandbox's eval.toml parses back into that very config.
+    path = tmp_path / CONFIG_FILE
+    path.write_text(eval_toml(config, environment="reverse-text", model="m"))
+    assert parse_eval_args(["@", str(path)]) == overlay
 
 
 @pytest.mark.parametrize(
@@ -237,11 +276,11 @@ def test_a_value_the_engine_refuses_is_a_validation_error_of_the_overlay() -> No
 
 def test_the_launchers_own_model_url_stays_the_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
     # The sandbox decides its endpoint's default; the launcher's variable (even a bad one)
-    # neither fails the overlay nor lands on the sandbox's command line.
+    # neither fails the overlay nor lands in the sandbox's eval.toml.
     monkeypatch.setenv("PROCTOR_MODEL_BASE_URL", "launcher-only:1")
-    words = _words(
-        build_command(DEFAULT_COMMAND, environment="e", model="m", config=HostedEvalConfig())
+    assert (
+        "client" not in _sandbox_settings(HostedEvalConfig())
+        or "base_url" not in (_sandbox_settings(HostedEvalConfig())["client"])
     )
-    assert not any(w.startswith("--client.base-url") for w in words)
     overlay = sandbox_config(HostedEvalConfig(), environment="e", model="m")
     assert "base_url" not in overlay.client.model_fields_set

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proctor.sandboxes.guard import ENV_METADATA_KEY, RAY_JOB_CONFIG
+from proctor.sandboxes.guard import ENV_METADATA_KEY, FILES_METADATA_KEY, RAY_JOB_CONFIG
 from tests.support.procs import gone, read_pid
 
 GUARD = [sys.executable, "-m", "proctor.sandboxes.guard"]
@@ -60,3 +60,20 @@ def test_the_environment_comes_from_the_job_metadata_and_stays_off_command_lines
     assert "s3cret" not in cmdline
     # Ray's own variable reaches the command without the secrets it carried.
     assert json.loads(config)["metadata"] == {"launcher": "proctor"}
+
+
+def test_the_files_of_the_job_metadata_are_in_the_commands_working_directory(
+    tmp_path: Path,
+) -> None:
+    metadata = {FILES_METADATA_KEY: json.dumps({"eval.toml": 'env = "reverse-text"\n'})}
+    env = {**os.environ, RAY_JOB_CONFIG: json.dumps({"runtime_env": {}, "metadata": metadata})}
+    done = subprocess.run(
+        [*GUARD, "cat eval.toml"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert done.stdout == 'env = "reverse-text"\n'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -170,29 +171,29 @@ def test_a_killed_wrapper_takes_its_whole_process_tree_with_it(tmp_path: Path) -
 
 def test_secret_headers_reach_the_sandbox_only_through_its_environment(tmp_path: Path) -> None:
     from proctor.sandboxes.command import (
+        CONFIG_FILE,
         HostedEvalConfig,
         build_command,
-        eval_options,
+        eval_toml,
         secret_environment,
     )
 
     secret = "Bearer sk-very-secret-0123456789"
     config = HostedEvalConfig(headers=[f"Authorization: {secret}", "X-Team: a"])
-    assert secret not in " ".join(eval_options(config))
+    config_file = eval_toml(config, environment="alphabet-sort", model="demo")
+    assert secret not in config_file
     # The launcher's command, run for real; every process's command line is read meanwhile.
     command = build_command(
-        "sleep 3; printf '%s ' {options}", environment="alphabet-sort", model="demo", config=config
+        "sleep 3; cat {config}", environment="alphabet-sort", model="demo", config=config
     )
     backend = LocalSandbox()
     env = secret_environment(config)
-    handle = backend.start(
-        _spec(
-            tmp_path,
-            f"{command} > headers.txt; "
-            "printf '\\n%s\\n' \"$PROCTOR_CLIENT_HEADERS\" >> headers.txt",
-            **env,
-        )
+    spec = _spec(
+        tmp_path,
+        f"{command} > headers.txt; printf '\\n%s\\n' \"$PROCTOR_CLIENT_HEADERS\" >> headers.txt",
+        **env,
     )
+    handle = backend.start(dataclasses.replace(spec, files={CONFIG_FILE: config_file}))
     time.sleep(0.5)
     leaked = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -204,7 +205,7 @@ def test_secret_headers_reach_the_sandbox_only_through_its_environment(tmp_path:
     assert leaked == []
     assert exited(backend, handle).exit_code == 0
     written = (tmp_path / "work" / "headers.txt").read_text()
-    assert "--client.headers-var PROCTOR_CLIENT_HEADERS" in written
+    assert 'headers_var = "PROCTOR_CLIENT_HEADERS"' in written
     assert json.loads(written.splitlines()[-1])["Authorization"] == secret
 
 
@@ -214,3 +215,20 @@ def test_the_eval_reads_headers_from_the_named_variable(monkeypatch: pytest.Monk
     monkeypatch.setenv("PROCTOR_CLIENT_HEADERS", '{"Authorization": "Bearer x"}')
     client = ClientConfig(headers={"X-Team": "a"}, headers_var="PROCTOR_CLIENT_HEADERS")
     assert client.all_headers() == {"X-Team": "a", "Authorization": "Bearer x"}
+
+
+def test_a_sandbox_file_replaces_what_an_earlier_sandbox_left_and_follows_no_link(
+    tmp_path: Path,
+) -> None:
+    from proctor.sandboxes.sandbox import place_files
+
+    target = tmp_path / "outside.txt"
+    target.write_text("keep")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "eval.toml").symlink_to(target)
+    place_files(work, {"eval.toml": 'env = "e"\n'})
+    assert not (work / "eval.toml").is_symlink()
+    assert (work / "eval.toml").read_text() == 'env = "e"\n' and target.read_text() == "keep"
+    with pytest.raises(ValueError, match="plain name"):
+        place_files(work, {"../x": ""})

@@ -6,9 +6,9 @@ get `--x/--no-x`, dicts and lists take JSON. `@ file.toml` (or `@file.toml`) loa
 first; flags given on the command line win over it. Every mistake becomes one `ConfigError`
 line naming the flag and the fix.
 
-This module owns the flags: `add_eval_flags` gives another command (`hosted run`,
-`quickstart`) eval's own flags for some fields, and `config_flags` writes a config back as
-the flags that parse into it (a hosted sandbox's command line).
+This module owns the flags and the file: `add_eval_flags` gives another command (`hosted
+run`, `quickstart`) eval's own flags for some fields, and `config_toml` writes a config back
+as the file that loads into it (a hosted sandbox's `eval.toml`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pydantic.fields import FieldInfo
 
 from proctor.errors import ConfigError
 from proctor.eval.config import SECRET_HEADER, EvalConfig
-from proctor.toml_io import read_toml
+from proctor.toml_io import dump_toml, read_toml
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -417,7 +417,7 @@ def _closest_setting(loc: tuple[int | str, ...]) -> str | None:
     return ".".join([*map(str, loc[:-1]), found[0]]) if found else None
 
 
-# --- flags for other commands, and back from a config -----------------------------------------
+# --- flags for other commands, and a config back as a file ----------------------------------
 
 
 def given_overrides(namespace: argparse.Namespace, fields: Iterable[str]) -> dict[str, Any]:
@@ -471,58 +471,48 @@ def _is_model_path(path: str) -> bool:
     return isinstance(sub, type) and issubclass(sub, BaseModel)
 
 
-def config_flags(config: EvalConfig, *, omit: Iterable[str] = ()) -> list[str]:
-    """The flags that give `config` its set fields: the inverse of `parse_eval_args`.
+def config_toml(config: EvalConfig) -> str:
+    """The `@ file.toml` that loads into `config`: its set fields, as TOML (tomli-w).
 
-    `parse_eval_args([config.env, *config_flags(config)]) == config`. Only fields that were
-    set are written, so defaults that depend on where the command runs (`client.base_url`
-    reads `$PROCTOR_MODEL_BASE_URL`) stay that machine's. Value options take their short
-    spelling where they have one (`-n 5`), switches their long one (`--verbose`); a value
-    starting with `-` is joined to its flag (`--sampling.seed=-3`). `omit` leaves out
-    config paths (`model`, when a template writes it itself); `run.id` is never written.
+    `parse_eval_args(["@", file]) == config`. Only fields that were set are written, so
+    defaults that depend on where the command runs (`client.base_url` reads
+    `$PROCTOR_MODEL_BASE_URL`) stay that machine's; `run.id` is never written. TOML has no
+    null, so `env_args` holding one is written as its JSON object (which eval reads too).
 
     Raises:
-        ConfigError: a value no flag can carry: None over a default that is not None, a
-            sampling key outside the model (a TOML-only knob), or a credential-like header
-            (a secret never goes on a command line: use `--client.headers-var`).
+        ConfigError: a value no file can carry: None over a default that is not None, or
+            a credential-like header (a secret never goes into a file that travels with a
+            run: use `--client.headers-var`).
     """
-    words: list[str] = []
-    _config_flags(config, "", frozenset(omit), words)
-    return words
+    if any(SECRET_HEADER.search(name) for name in config.client.headers):
+        raise ConfigError(
+            "a credential-like header may not go into a config file; pass it in the "
+            "variable that --client.headers-var names"
+        )
+    data = config.model_dump(mode="json", exclude_unset=True, exclude={"run": {"id"}})
+    _refuse_unset_nulls(config, "")
+    if "env_args" in data and _holds_null(data["env_args"]):
+        data["env_args"] = json.dumps(data["env_args"], sort_keys=True)
+    return dump_toml(data)
 
 
-def _config_flags(model: BaseModel, prefix: str, omit: frozenset[str], words: list[str]) -> None:
-    if model.model_extra:
-        key = next(iter(model.model_extra))
-        raise ConfigError(f"{prefix}{key} has no flag; set it in a TOML file (@ file.toml)")
+def _refuse_unset_nulls(model: BaseModel, prefix: str) -> None:
     for name, field in type(model).model_fields.items():
-        path = f"{prefix}{name}"
-        if name not in model.model_fields_set or path in omit or name == "env":
-            continue
-        if (field.json_schema_extra or {}).get("cli") is False:  # type: ignore[union-attr]
+        if name not in model.model_fields_set:
             continue
         value = getattr(model, name)
         if isinstance(value, BaseModel):
-            _config_flags(value, f"{path}.", omit, words)
-            continue
-        long = f"--{prefix}{name.replace('_', '-')}"
-        if value is None:
-            if field.get_default(call_default_factory=True) is None:
-                continue
-            raise ConfigError(f"{long} cannot be unset by a flag; leave it out of the config")
-        if isinstance(value, bool):
-            if name in SWITCHES:
-                words += [long] if value else []
-            else:
-                words.append(long if value else f"--{prefix}no-{name.replace('_', '-')}")
-            continue
-        if path == "client.headers" and any(SECRET_HEADER.search(h) for h in value):
+            _refuse_unset_nulls(value, f"{prefix}{name}.")
+        elif value is None and field.get_default(call_default_factory=True) is not None:
             raise ConfigError(
-                "a credential-like header may not go on a command line; pass it in the "
-                "variable that --client.headers-var names"
+                f"{prefix}{name} cannot be unset by a config file (TOML has no null); leave "
+                "it out of the config"
             )
-        text = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
-        if text.startswith("-"):
-            words.append(f"{long}={text}")
-        else:
-            words += [SHORT_FLAGS[name] if not prefix and name in SHORT_FLAGS else long, text]
+
+
+def _holds_null(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_null(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_null(v) for v in value)
+    return value is None

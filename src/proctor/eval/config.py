@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path, PurePath
@@ -107,6 +108,17 @@ class EvalConfig(BaseModel):
     """The judge model, for environments with judge rewards."""
     run: RunConfig = Field(default_factory=RunConfig)
     """Run identity and directory."""
+
+    @field_validator("env_args", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """A JSON object's text is that object: how a TOML file writes one holding a null."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError(f"must be a JSON object or a TOML table (got {value!r})") from None
+        return value
 
     @field_validator("shard")
     @classmethod

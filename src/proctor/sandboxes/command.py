@@ -1,15 +1,17 @@
-"""The command a sandbox runs: a configurable template filled with shell-quoted values.
+"""The command a sandbox runs: a configurable template filled with shell-quoted values, and
+the `eval.toml` it reads its configuration from.
 
 A hosted evaluation's `eval_config` (the wire's names, as public clients send them) is an
 overlay on `EvalConfig`: `OVERLAY` is the one table between the two. The launcher turns an
-`eval_config` into `EvalConfig` overrides (`HostedEvalConfig.overrides`), and the
-template's `{options}` are those written back as flags by `proctor.eval.args.config_flags`,
-the inverse of the flag parser; `proctor hosted run` and `quickstart` go the other way
-(`wire_config`) from eval's own flags.
+`eval_config` into `EvalConfig` overrides (`HostedEvalConfig.overrides`), writes them as a
+TOML file beside the sandbox (`eval_toml`, `SandboxSpec.files`), and the template runs
+`proctor eval @ eval.toml --run.attach $EVALUATION_ID` (a shard adds `--shard I/N` through
+`{options}`); `proctor hosted run` and `quickstart` go the other way (`wire_config`) from
+eval's own flags.
 
-The default template is the very CLI a researcher runs, plus `--run.attach $EVALUATION_ID`;
-the template is configuration (`PROCTOR_HOSTED_COMMAND`). Secrets never enter the command:
-they reach the sandbox as environment variables only.
+The default template is the very CLI a researcher runs with a config file; the template is
+configuration (`PROCTOR_HOSTED_COMMAND`). Secrets never enter the command or the file: they
+reach the sandbox as environment variables only.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pydantic import (
 )
 
 from proctor.errors import ConfigError
-from proctor.eval.args import config_flags
+from proctor.eval.args import config_toml
 from proctor.eval.config import SECRET_HEADER, EvalConfig
 from proctor.models.config import DEFAULT_BASE_URL, SamplingConfig
 
@@ -46,13 +48,16 @@ RESERVED_ENV = frozenset(
 
 # Header names whose values are credentials; the metadata shows them masked.
 
-_PLACEHOLDER = re.compile(r"\{(proctor|env|model|options|num_examples|rollouts)\}")
+_PLACEHOLDER = re.compile(r"\{(proctor|config|env|model|options|num_examples|rollouts)\}")
 
-DEFAULT_COMMAND = (
-    "{proctor} eval {env} -m {model} {options} --no-serve --no-rich --run.attach $EVALUATION_ID"
-)
-"""The default template. Placeholders: {proctor}, {env}, {model}, {options}, {num_examples},
-{rollouts}; `$EVALUATION_ID` is expanded by the sandbox's shell from its environment."""
+CONFIG_FILE = "eval.toml"
+"""The file in the sandbox's working directory that holds its run's `EvalConfig`."""
+
+DEFAULT_COMMAND = "{proctor} eval @ {config} {options} --run.attach $EVALUATION_ID"
+"""The default template. Placeholders: {proctor}, {config} (the `eval.toml` in the working
+directory), {options} (`--shard I/N` for a shard, else nothing), {env}, {model},
+{num_examples}, {rollouts}; `$EVALUATION_ID` is expanded by the sandbox's shell from its
+environment."""
 
 OVERLAY: dict[str, str] = {
     "num_examples": "num_examples",  # -1 (the whole taskset) is eval's unset
@@ -292,21 +297,18 @@ def proctor_executable() -> str:
     return f"{shlex.quote(sys.executable)} -m proctor.cli.main"
 
 
-def sandbox_config(
-    config: HostedEvalConfig, *, environment: str, model: str, shard: str | None = None
-) -> EvalConfig:
-    """The `EvalConfig` the sandbox's `proctor eval` runs: eval's defaults under the overlay
-    (and `shard`, `I/N`, when it runs one slice of a sharded evaluation).
+def sandbox_config(config: HostedEvalConfig, *, environment: str, model: str) -> EvalConfig:
+    """The `EvalConfig` the sandbox's `proctor eval` runs: eval's defaults under the overlay,
+    without the live view (a sandbox's output is a log).
 
     Raises:
         pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
     """
     data: dict[str, Any] = {"env": environment, "model": model, **config.overrides()}
-    if shard is not None:
-        data["shard"] = shard
+    data["rich"] = False
     client = data.setdefault("client", {})
     # The endpoint's default reads $PROCTOR_MODEL_BASE_URL, which is the sandbox's to decide,
-    # not the launcher's: the built-in default stands in for it, left out of `{options}`.
+    # not the launcher's: the built-in default stands in for it, left out of the file.
     unset = "base_url" not in client
     if unset:
         client["base_url"] = DEFAULT_BASE_URL
@@ -316,14 +318,14 @@ def sandbox_config(
     return overlay
 
 
-def eval_options(config: HostedEvalConfig, *, shard: str | None = None) -> list[str]:
-    """The template's `{options}`: the overlay as `proctor eval` flags (unquoted argv words).
+def eval_toml(config: HostedEvalConfig, *, environment: str, model: str) -> str:
+    """The sandbox's `eval.toml`: the settings `sandbox_config` sets, and nothing else
+    (`config_toml`); header values are never in it, only `client.headers_var`.
 
-    Header values are often credentials: only `--client.headers-var` is written, never
-    the values, which `ps` would show.
+    Raises:
+        pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
     """
-    overlay = sandbox_config(config, environment="-", model="-", shard=shard)
-    return config_flags(overlay, omit=("model",))  # {env} and {model} are placeholders
+    return config_toml(sandbox_config(config, environment=environment, model=model))
 
 
 def wire_field(loc: tuple[int | str, ...]) -> str:
@@ -411,10 +413,10 @@ def build_command(
 
     Other text, `${VAR}` included, is left for the sandbox's shell. `proctor` replaces how
     the CLI is run (already shell words), e.g. through a published package's own venv.
-    `shard` (`I/N`) joins the `{options}` as `--shard I/N`.
+    `shard` (`I/N`) is the `{options}`: `--shard I/N`. The settings themselves are in the
+    sandbox's `{config}` file (`eval_toml`), not on the command line.
 
     Raises:
-        pydantic.ValidationError: a value the engine refuses (`wire_field` names it).
         ConfigError: a shard, and the template has no `{options}` to carry it.
     """
     if shard is not None and "{options}" not in template:
@@ -426,7 +428,8 @@ def build_command(
         "proctor": proctor or proctor_executable(),
         "env": shlex.quote(environment),
         "model": shlex.quote(model),
-        "options": " ".join(shlex.quote(w) for w in eval_options(config, shard=shard)),
+        "config": CONFIG_FILE,
+        "options": "" if shard is None else f"--shard {shlex.quote(shard)}",
         "num_examples": shlex.quote(str(config.num_examples)),
         "rollouts": shlex.quote(str(config.rollouts_per_example)),
     }

@@ -46,6 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from proctor.sandboxes.relay import Endpoint, OutsideRelay, endpoints, hosts_file
+from proctor.sandboxes.sandbox import place_files
 
 CANNOT_CONFINE = 126
 """Exit code of a sandbox refused because the host cannot confine it."""
@@ -125,6 +126,9 @@ class Policy(BaseModel):
     env_file: str | None = None
     """A JSON file holding the sandbox's environment, read and removed at once: the
     confinement itself runs as root and never takes the sandbox's variables as its own."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """Files written into its working directory, its own, before the command starts
+    (`SandboxSpec.files`)."""
 
 
 # -- can this host confine? -----------------------------------------------------------------
@@ -612,6 +616,7 @@ def _prepare(
         cleanup.callback(shutil.rmtree, scratch, ignore_errors=True)
         workdir = scratch / "work"
     hand_over(workdir, uid, uids)
+    place_files(workdir, policy.files, owner=uid)
     package_dir = None
     if policy.package:
         from proctor.sandboxes.packages import prepare

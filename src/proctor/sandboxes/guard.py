@@ -29,7 +29,9 @@ runs the command through `proctor.sandboxes.confine` on the node: the same confi
 local backend's (its own uid, root, network and cgroup), refused there in one sentence when
 the node cannot confine.
 
-The guard also moves the sandbox's environment out of the job's metadata (see
+The guard also writes the sandbox's files (`SandboxSpec.files`, the run's `eval.toml`) from
+the job's metadata into the command's working directory (the confinement's, when confined),
+and moves the sandbox's environment out of the job's metadata (see
 `proctor.sandboxes.ray_jobs`): Ray hands the metadata to the entrypoint only through its
 environment (`RAY_JOB_CONFIG_JSON_ENV_VAR`), where `runtime_env.env_vars` would also stand
 on the command line of Ray's `setup_worker.py` on the node.
@@ -45,8 +47,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from proctor.sandboxes.sandbox import place_files
 
 RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 """The variable through which Ray's supervisor hands a job's metadata to its entrypoint."""
@@ -55,6 +60,9 @@ ENV_METADATA_KEY = "proctor_env"
 CONFINE_METADATA_KEY = "proctor_confine"
 """The job-metadata entry that holds the sandbox's confinement policy, applied on the node
 (`proctor.sandboxes.confine.Policy` as JSON, less the command and the environment)."""
+FILES_METADATA_KEY = "proctor_files"
+"""The job-metadata entry that holds the files the command finds in its working directory
+(a JSON object, name -> text)."""
 
 _DONE = b"done"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -84,6 +92,19 @@ def sandbox_environment(environ: dict[str, str]) -> dict[str, str]:
     # What Ray itself reads there stays; the secrets are not copied into the command's copy.
     env[RAY_JOB_CONFIG] = json.dumps(config)
     return env
+
+
+def carried_files(environ: dict[str, str]) -> dict[str, str]:
+    """The files the job's metadata carries for the command's working directory."""
+    raw = environ.get(RAY_JOB_CONFIG)
+    if raw is None:
+        return {}
+    try:
+        text = json.loads(raw).get("metadata", {}).get(FILES_METADATA_KEY)
+        files = json.loads(text) if text else {}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
 
 
 def confinement(environ: dict[str, str]) -> dict[str, Any] | None:
@@ -175,8 +196,11 @@ def run(command: str) -> int:
     argv = ["/bin/sh", "-c", command]
     env = sandbox_environment(dict(os.environ))
     policy = confinement(dict(os.environ))
+    files = carried_files(dict(os.environ))
     if policy is not None:
-        argv, env = confined_command(policy, command, env)
+        argv, env = confined_command({**policy, "files": files}, command, env)
+    else:
+        place_files(Path.cwd(), files)
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     os.write(write_fd, f"{proc.pid}\n".encode())
     deadline: float | None = None

@@ -41,6 +41,7 @@ from proctor.sandboxes.sandbox import (
     SandboxHandle,
     SandboxSpec,
     SandboxState,
+    place_files,
     read_tail,
     signal_name,
 )
@@ -178,12 +179,14 @@ class LocalSandbox:
                 hidden=[str(p) for p in spec.hidden],
                 readonly=[str(p) for p in spec.readonly],
                 env_file=str(env_file),
+                files=spec.files,
             )
             command = command_line(policy)
             env = {k: v for k, v in base_environment().items() if k in ("PATH", "LANG", "TZ")}
         else:
             for path in spec.writable:
                 path.mkdir(parents=True, exist_ok=True)
+            place_files(workdir, spec.files)
         argv = ["/bin/sh", "-c", _wrapped(command, exit_path)]
         # The log may hold what the run printed of its secrets: readable by the server only.
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

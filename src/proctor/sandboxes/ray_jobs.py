@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from proctor.errors import ConfigError, SandboxError
 from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy, limits_from_settings
-from proctor.sandboxes.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY
+from proctor.sandboxes.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY, FILES_METADATA_KEY
 from proctor.sandboxes.local import Isolation
 from proctor.sandboxes.sandbox import (
     BackendName,
@@ -166,6 +166,8 @@ class RaySandbox:
             "launcher": "proctor",
             ENV_METADATA_KEY: json.dumps(env),
         }
+        if spec.files:
+            metadata[FILES_METADATA_KEY] = json.dumps(spec.files)  # written by the guard
         if self.isolation == "bwrap":
             # Applied by the guard on the node; the command and environment join it there.
             policy = Policy(

@@ -7,7 +7,9 @@ from scratch can pick up a sandbox again from its `SandboxHandle`, which is plai
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +46,9 @@ class SandboxSpec:
     """Paths a confined sandbox never sees, even inside its runtime (the data dir)."""
     readonly: tuple[Path, ...] = ()
     """More host folders a confined sandbox sees read-only (a harness index, datasets)."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the command finds in its working directory, by name (the run's `eval.toml`):
+    never a secret, since a Ray backend carries them in the job's metadata."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,26 @@ class SandboxBackend(Protocol):
     def adoptable(self, handle: SandboxHandle) -> bool:
         """Whether a sandbox started by an earlier launcher is still running and ours."""
         ...
+
+
+def place_files(directory: Path, files: Mapping[str, str], *, owner: int | None = None) -> None:
+    """Write `files` (name -> text) into `directory`, readable by all, owned by `owner`.
+
+    What is there already under a name is removed first and the file created anew, never
+    followed: an earlier sandbox of the same evaluation may have left a link in its place.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise ValueError(f"a sandbox file is named by a plain name, not {name!r}")
+        path = directory / name
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if owner is not None:
+            os.chown(path, owner, owner)
 
 
 def tail_text(data: bytes, tail_bytes: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import tomllib
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -100,14 +101,17 @@ def test_credential_headers_are_masked_in_metadata_but_reach_the_command(
 ) -> None:
     evaluation_id = _create(db, headers=["Authorization: Bearer hdr-s3cret", "X-Team: a"])
     assert "hdr-s3cret" not in _record(db, evaluation_id)[0].metadata_raw
-    command = "printf '%s ' {options}; printf '\\n%s\\n' \"$PROCTOR_CLIENT_HEADERS\"; exit 3"
+    command = "echo {config}; printf '%s\\n' \"$PROCTOR_CLIENT_HEADERS\"; cat {config}; exit 3"
     launcher = _launcher(db, tmp_path, command)
     _tick_until(launcher, lambda: _status(db, evaluation_id) == "FAILED")
-    options, headers = (
-        (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text().splitlines()[:2]
+    name, headers, *config = (
+        (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").read_text().splitlines()
     )
-    # The command line names the variable; the values travel in the sandbox's environment.
-    assert "--client.headers-var PROCTOR_CLIENT_HEADERS" in options and "s3cret" not in options
+    # The sandbox's eval.toml names the variable; the values travel in its environment.
+    assert name == "eval.toml"
+    settings = tomllib.loads("\n".join(config))
+    assert settings["client"] == {"headers_var": "PROCTOR_CLIENT_HEADERS"}
+    assert "s3cret" not in "\n".join(config)
     assert json.loads(headers) == {"Authorization": "Bearer hdr-s3cret", "X-Team": "a"}
     # Once the sandbox has ended, the database no longer holds the credential anywhere.
     hosted = _record(db, evaluation_id)[1]

@@ -40,8 +40,10 @@ from proctor.contract import CLOSED_STATUSES, EVENT_OF_STATUS, OPEN_STATUSES, Ev
 from proctor.errors import ConfigError, ProctorError
 from proctor.models.config import DEFAULT_BASE_URL
 from proctor.sandboxes.command import (
+    CONFIG_FILE,
     HostedEvalConfig,
     build_command,
+    eval_toml,
     sandbox_config,
     secret_environment,
     wire_field,
@@ -147,9 +149,11 @@ class _Prepared:
             proctor=self.proctor,
             shard=None if shard is None else f"{shard}/{self.shards}",
         )
+        config = eval_toml(self.config, environment=self.environment, model=self.model)
         return SandboxSpec(
             evaluation_id=self.evaluation_id,
             command=command,
+            files={CONFIG_FILE: config},
             env=self.env,
             workdir=box / "work",
             log_path=box / "sandbox.log",

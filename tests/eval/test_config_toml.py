@@ -1,16 +1,18 @@
-"""`config_flags` writes a config back as the flags that parse into it (the hosted command's
-`{options}` are made this way), for every field of `EvalConfig`."""
+"""`config_toml` writes a config back as the `@ file.toml` that loads into it (a hosted
+sandbox's `eval.toml` is made this way), for every field of `EvalConfig`."""
 
 from __future__ import annotations
 
+import tomllib
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from proctor.errors import ConfigError
-from proctor.eval.args import config_flags, parse_eval_args
+from proctor.eval.args import config_toml, parse_eval_args
 from proctor.eval.config import EvalConfig
 
 
@@ -68,15 +70,21 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
     data[last] = value
 
 
-def test_every_field_round_trips_through_its_flags() -> None:
+def _through_a_file(config: EvalConfig, folder: Path) -> EvalConfig:
+    path = folder / "eval.toml"
+    path.write_text(config_toml(config))
+    return parse_eval_args(["@", str(path)])
+
+
+def test_every_field_round_trips_through_the_file(tmp_path: Path) -> None:
     data: dict[str, Any] = {"env": "reverse-text"}
     for path, field in _leaves(EvalConfig).items():
         if path != "env":
             _set(data, path, _other_value(path, field))
     config = EvalConfig.model_validate(data)
-    parsed = parse_eval_args([config.env, *config_flags(config)])
+    parsed = _through_a_file(config, tmp_path)
     assert parsed == config
-    # Every field came back unlike its default: none was left out of the flags.
+    # Every field came back unlike its default: none was left out of the file.
     default = EvalConfig(env="reverse-text")
     same = [p for p in _leaves(EvalConfig) if p != "env" and _get(parsed, p) == _get(default, p)]
     assert same == []
@@ -87,35 +95,42 @@ def test_every_field_round_trips_through_its_flags() -> None:
     [
         {},
         {"num_examples": 3, "verbose": False, "push": True},  # set, equal to the default
-        {"sampling": {"seed": -3, "temperature": 0}, "model": "-m"},  # values that look like flags
+        {"sampling": {"seed": -3, "temperature": 0, "top_k": 5}, "model": "-m"},
         {"env_args": {"nested": {"a": [1, 2]}}, "client": {"headers": {"X-A": "1"}}},
+        {"env_args": {"level": None, "words": ["a", None]}},  # TOML has no null
         {"judge": {"temperature": 0.0}, "run": {"finish_timeout": 1e-3}},
     ],
 )
-def test_a_config_round_trips(data: dict[str, Any]) -> None:
+def test_a_config_round_trips(data: dict[str, Any], tmp_path: Path) -> None:
     config = EvalConfig.model_validate({"env": "arithmetic", **data})
-    assert parse_eval_args([config.env, *config_flags(config)]) == config
+    assert _through_a_file(config, tmp_path) == config
 
 
-def test_only_set_fields_are_written_in_the_spelling_people_type() -> None:
+def test_only_set_fields_are_written() -> None:
     config = EvalConfig.model_validate(
         {"env": "e", "num_examples": 4, "verbose": True, "push": False, "sampling": {"seed": -3}}
     )
-    assert config_flags(config) == ["-n", "4", "--no-push", "--verbose", "--sampling.seed=-3"]
-    assert config_flags(EvalConfig(env="e")) == []
-    assert config_flags(config, omit=("num_examples", "sampling")) == ["--no-push", "--verbose"]
+    assert tomllib.loads(config_toml(config)) == {
+        "env": "e",
+        "num_examples": 4,
+        "verbose": True,
+        "push": False,
+        "sampling": {"seed": -3},
+    }
+    assert tomllib.loads(config_toml(EvalConfig(env="e"))) == {"env": "e"}
+    with_id = EvalConfig.model_validate({"env": "e", "run": {"id": "r-1", "name": "n"}})
+    assert tomllib.loads(config_toml(with_id))["run"] == {"name": "n"}
 
 
 @pytest.mark.parametrize(
     ("data", "named"),
     [
         ({"client": {"headers": {"Authorization": "Bearer sk-1"}}}, "--client.headers-var"),
-        ({"sampling": {"top_k": 5}}, "sampling.top_k has no flag"),
-        ({"judge": {"temperature": None}}, "--judge.temperature cannot be unset"),
+        ({"judge": {"temperature": None}}, "judge.temperature cannot be unset"),
     ],
 )
-def test_what_no_flag_can_carry_is_refused_by_name(data: dict[str, Any], named: str) -> None:
+def test_what_no_file_can_carry_is_refused_by_name(data: dict[str, Any], named: str) -> None:
     config = EvalConfig.model_validate({"env": "e", **data})
     with pytest.raises(ConfigError, match=named) as refused:
-        config_flags(config)
+        config_toml(config)
     assert "sk-1" not in str(refused.value)  # a secret is never echoed
