@@ -17,11 +17,11 @@ import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
 import httpx
+from packaging.metadata import InvalidMetadata, Metadata
 
 from proctor.errors import ConfigError, PlatformError
 from proctor.runs import PlatformClient
@@ -98,13 +98,16 @@ def _wheel_metadata(wheel: Path) -> dict[str, Any]:
             text = archive.read(name).decode("utf-8", "replace")
     except (zipfile.BadZipFile, OSError) as e:
         raise ConfigError(f"{wheel} is not a readable wheel ({e}); build it again.") from e
-    meta = HeaderParser().parsestr(text)
-    return {
-        "name": str(meta.get("Name") or ""),
-        "version": meta.get("Version"),
-        "summary": str(meta.get("Summary") or ""),
-        "requires_dist": [str(r) for r in meta.get_all("Requires-Dist") or []],
-    }
+    meta = Metadata.from_email(text, validate=False)
+    try:
+        return {
+            "name": meta.name,
+            "version": str(meta.version),
+            "summary": meta.summary or "",
+            "requires_dist": [str(r) for r in meta.requires_dist or []],
+        }
+    except InvalidMetadata as e:
+        raise ConfigError(f"{wheel} has invalid METADATA ({e}); fix it and build again.") from None
 
 
 def _build_leftovers(project: Path) -> set[Path]:

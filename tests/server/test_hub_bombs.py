@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from proctor.server.environments import artifacts
+from proctor.server.errors import InvalidInput
 from tests.server.conftest import Api
 from tests.server.test_environments import sha
 
@@ -122,3 +123,31 @@ def test_the_wheel_is_read_outside_any_write_transaction(
     filename, wheel = _wheel(_head("calm-env"), name="calm-env")
     assert _upload_and_finalize(api, filename, wheel, "calm-env").status_code == 200
     assert len(wrote) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "refusal"),
+    [
+        ("Version: not a version\n", "invalid METADATA .*'version'"),
+        ("Requires-Dist: numpy >>= 1\n", "invalid METADATA .*'requires-dist'"),
+    ],
+)
+def test_malformed_metadata_is_one_sentence_naming_the_field(
+    tmp_path: Any, extra: str, refusal: str
+) -> None:
+    head = "Metadata-Version: 2.1\nName: odd-env\n" + ("" if "Version" in extra else "Version: 1\n")
+    path = tmp_path / "odd_env-1-py3-none-any.whl"
+    path.write_bytes(_wheel(head + extra, name="odd-env")[1])
+    with pytest.raises(InvalidInput, match=refusal) as refused:
+        artifacts.read_wheel(path)
+    assert "\n" not in str(refused.value) and "push again" in str(refused.value)
+
+
+def test_fields_newer_than_the_metadata_version_are_still_read(tmp_path: Any) -> None:
+    # older setuptools and hatchling write License-File under Metadata-Version 2.1
+    extra = "License-File: LICENSE\nRequires-Dist: numpy (>=1.0) ; extra == 'fast'\n"
+    path = tmp_path / "odd_env-1-py3-none-any.whl"
+    path.write_bytes(_wheel(_head("odd-env") + extra, name="odd-env")[1])
+    facts = artifacts.read_wheel(path)
+    assert (facts.name, facts.version) == ("odd-env", "0.1.0")
+    assert facts.requires_dist == ['numpy>=1.0; extra == "fast"']

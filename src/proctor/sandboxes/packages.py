@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 import zipfile
-from email.parser import HeaderParser
 from importlib import metadata
 from pathlib import Path
 
@@ -81,7 +80,7 @@ def _missing_requirements(wheel: Path) -> list[str] | None:
     """The wheel's requirements this interpreter does not already satisfy (so pip installs
     only those: it cannot see the server's packages from `--target`); None: unreadable."""
     try:
-        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.metadata import InvalidMetadata, Metadata
     except ImportError:
         return None
     missing: list[str] = []
@@ -90,9 +89,8 @@ def _missing_requirements(wheel: Path) -> list[str] | None:
             name = next(
                 n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/METADATA")
             )
-            meta = HeaderParser().parsestr(archive.read(name).decode("utf-8", "replace"))
-        for text in meta.get_all("Requires-Dist") or []:
-            req = Requirement(str(text))
+            text = archive.read(name).decode("utf-8", "replace")
+        for req in Metadata.from_email(text, validate=False).requires_dist or []:
             if req.marker is not None and not req.marker.evaluate({"extra": ""}):
                 continue
             try:
@@ -103,7 +101,7 @@ def _missing_requirements(wheel: Path) -> list[str] | None:
                 met = False
             if not met:
                 missing.append(str(req))
-    except (StopIteration, zipfile.BadZipFile, OSError, InvalidRequirement):
+    except (StopIteration, zipfile.BadZipFile, OSError, InvalidMetadata):
         return None
     return missing
 

@@ -17,8 +17,9 @@ import tempfile
 import zipfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
+
+from packaging.metadata import InvalidMetadata, Metadata, parse_email
 
 from proctor.server.errors import InvalidInput, PayloadTooLarge
 
@@ -185,6 +186,36 @@ def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def _distribution(text: str, entry_points: list[str]) -> tuple[str, str, str, list[str]]:
+    """Name, version, summary and requirements of a METADATA file (`packaging.metadata`),
+    counted and measured before anything is parsed.
+
+    Only these fields are validated: a wheel with fields its metadata version does not
+    define (e.g. `License-File` under 2.1, as older setuptools writes) is still read.
+    """
+    raw, _ = parse_email(text)
+    requires = raw.get("requires_dist", [])
+    if len(entry_points) > MAX_ENTRY_POINTS or len(requires) > MAX_REQUIREMENTS:
+        raise _refuse(
+            f"declares {len(entry_points)} environments and {len(requires)} requirements, "
+            f"over the hub's {MAX_ENTRY_POINTS} and {MAX_REQUIREMENTS}"
+        )
+    fields = [raw.get("name", ""), raw.get("version", ""), *entry_points]
+    if any(len(f) > MAX_FIELD_CHARS for f in fields) or any(
+        len(r) > MAX_REQUIREMENT_CHARS for r in requires
+    ):
+        raise _refuse(
+            f"has a name, version or environment over {MAX_FIELD_CHARS} characters, or a "
+            f"requirement over {MAX_REQUIREMENT_CHARS}"
+        )
+    metadata = Metadata.from_raw(raw, validate=False)
+    try:
+        parsed = [str(r) for r in metadata.requires_dist or []]
+        return metadata.name, str(metadata.version), metadata.summary or "", parsed
+    except InvalidMetadata as e:
+        raise _refuse(f"has invalid METADATA ({str(e)[:200]})") from None
+
+
 def read_wheel(path: Path) -> WheelFacts:
     """The distribution metadata and `proctor.environments` entry points of a wheel, read with
     bounded reads (see `MAX_MEMBERS` and the limits beside it) and stored bounded.
@@ -207,7 +238,7 @@ def read_wheel(path: Path) -> WheelFacts:
                     "The wheel has no .dist-info/METADATA; build it with `pip wheel` or "
                     "`python -m build --wheel` and push again."
                 )
-            metadata = HeaderParser().parsestr(_read_bounded(wheel, by_name[metadata_name]))
+            metadata_text = _read_bounded(wheel, by_name[metadata_name])
             entry_name = metadata_name.rsplit("/", 1)[0] + "/entry_points.txt"
             entry = by_name.get(entry_name)
             entry_text = _read_bounded(wheel, entry) if entry is not None else ""
@@ -224,27 +255,13 @@ def read_wheel(path: Path) -> WheelFacts:
     entry_points = (
         sorted(parser[ENTRY_POINT_GROUP]) if parser.has_section(ENTRY_POINT_GROUP) else []
     )
-    requires = [str(r) for r in metadata.get_all("Requires-Dist") or []]
-    if len(entry_points) > MAX_ENTRY_POINTS or len(requires) > MAX_REQUIREMENTS:
-        raise _refuse(
-            f"declares {len(entry_points)} environments and {len(requires)} requirements, "
-            f"over the hub's {MAX_ENTRY_POINTS} and {MAX_REQUIREMENTS}"
-        )
-    name, version = str(metadata.get("Name") or ""), str(metadata.get("Version") or "")
-    fields = [name, version, *entry_points]
-    if any(len(f) > MAX_FIELD_CHARS for f in fields) or any(
-        len(r) > MAX_REQUIREMENT_CHARS for r in requires
-    ):
-        raise _refuse(
-            f"has a name, version or environment over {MAX_FIELD_CHARS} characters, or a "
-            f"requirement over {MAX_REQUIREMENT_CHARS}"
-        )
+    name, version, summary, requires = _distribution(metadata_text, entry_points)
     return WheelFacts(
         name=name,
         version=version,
         requires_dist=requires,
         entry_points=entry_points,
-        summary=_bounded(str(metadata.get("Summary") or ""), MAX_SUMMARY_CHARS),
+        summary=_bounded(summary, MAX_SUMMARY_CHARS),
     )
 
 
