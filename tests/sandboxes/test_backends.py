@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from proctor.errors import ConfigError
-from proctor.sandboxes import backends
+from proctor.sandboxes import backends, ray_jobs
+from proctor.sandboxes import local as local_backend
+from proctor.sandboxes.confine import Limits
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.sandbox import SandboxHandle
 from proctor.server.hosted.settings import LauncherSettings
@@ -23,16 +25,51 @@ def test_settings_pick_the_backend_by_type() -> None:
     assert isinstance(backend, LocalSandbox) and backend.name == "local"
 
 
+def test_the_backend_config_is_one_member_of_a_union_built_from_the_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PROCTOR_HOSTED_SANDBOX", "ray")
+    monkeypatch.setenv("PROCTOR_HOSTED_RAY_ADDRESS", "http://127.0.0.1:8265")
+    monkeypatch.setenv("PROCTOR_HOSTED_RAY_ENTRYPOINT_CPUS", "0.5")
+    monkeypatch.setenv("PROCTOR_HOSTED_MEMORY_MB", "4096")
+    monkeypatch.setenv("PROCTOR_HOSTED_ISOLATION", "none")
+    config = LauncherSettings.load().sandbox
+    assert isinstance(config, ray_jobs.Config)
+    assert (config.address, config.entrypoint_cpus) == ("http://127.0.0.1:8265", 0.5)
+    assert (config.isolation, config.limits.memory_mb) == ("none", 4096)
+    # a flag wins over its variable, as `proctor launcher --ray-address` passes it
+    flagged = LauncherSettings.load(ray_address="http://10.0.0.1:8265").sandbox
+    assert isinstance(flagged, ray_jobs.Config) and flagged.address == "http://10.0.0.1:8265"
+    # the logs of a sandbox another backend ran: that backend, from the same settings
+    local = LauncherSettings.load(sandbox="local")
+    assert local.sandbox == local_backend.Config(isolation="none", limits=Limits(memory_mb=4096))
+    assert LauncherSettings.load().backend("local").name == "local"
+
+
 def test_an_unknown_backend_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="use one of local, ray"):
         backends.backend_module("docker")
-    with pytest.raises(ConfigError, match="sandbox"):
+    with pytest.raises(
+        ConfigError, match=r"setting sandbox \(.*'local', 'ray'.*PROCTOR_HOSTED_SANDBOX"
+    ):
         LauncherSettings.load(sandbox="docker")
 
 
-def test_ray_needs_its_address() -> None:
-    with pytest.raises(ConfigError, match="PROCTOR_HOSTED_RAY_ADDRESS"):
-        backends.create_backend("ray", {"ray_address": None})
+@pytest.mark.parametrize(
+    ("settings", "variable"),
+    [
+        ({}, "PROCTOR_HOSTED_RAY_ADDRESS"),
+        ({"ray_address": "http://h:8265", "ray_entrypoint_cpus": -1}, "_RAY_ENTRYPOINT_CPUS"),
+        ({"ray_address": "http://h:8265", "memory_mb": 1}, "setting memory_mb \\("),
+        ({"ray_address": "http://h:8265", "uids": "0-9"}, "PROCTOR_HOSTED_UIDS"),
+    ],
+)
+def test_each_backend_option_is_validated_at_start_up_naming_its_variable(
+    settings: dict[str, object], variable: str
+) -> None:
+    with pytest.raises(ConfigError, match=variable) as refused:
+        LauncherSettings.load(sandbox="ray", **settings)
+    assert "\n" not in str(refused.value)
 
 
 def test_each_backend_stores_its_handle_in_its_own_format() -> None:

@@ -125,11 +125,16 @@ def launcher_section() -> Section:
     """The hosted launcher's settings, in `proctor server` or `proctor launcher`."""
     from proctor.server.hosted.settings import LauncherSettings
 
-    return Section(
-        "launcher",
-        "the hosted launcher in proctor server, or proctor launcher",
-        _environ_rows(LauncherSettings.load(), prefix="PROCTOR_HOSTED_"),
-    )
+    settings = LauncherSettings.load()
+    rows = []
+    for row in _environ_rows(settings, prefix="PROCTOR_HOSTED_"):
+        if row.name != "PROCTOR_HOSTED_SANDBOX":
+            rows.append(row)
+            continue
+        for name, value in settings.sandbox_variables().items():  # the backend and its options
+            source = f"environment {name}" if os.environ.get(name, "").strip() else DEFAULT
+            rows.append(Row(name, shown(value), source))
+    return Section("launcher", "the hosted launcher in proctor server, or proctor launcher", rows)
 
 
 def _model_rows(

@@ -12,7 +12,6 @@ from types import FrameType
 
 from proctor.cli._logging import add_log_level_flag, configure_logging
 from proctor.cli._parser import DATA_DIR_DEFAULT, CommandParser
-from proctor.sandboxes.backends import backend_types
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,8 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sandbox",
-        choices=backend_types(),
-        help="sandbox backend (default: $PROCTOR_HOSTED_SANDBOX, else local)",
+        metavar="NAME",
+        help="sandbox backend by name, e.g. local or ray "
+        "(default: $PROCTOR_HOSTED_SANDBOX, else local)",
     )
     parser.add_argument(
         "--ray-address",

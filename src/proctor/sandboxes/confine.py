@@ -95,12 +95,6 @@ class Limits(BaseModel):
     """Size of each of `/tmp` and `/dev/shm` (also within `memory_mb`)."""
 
 
-def limits_from_settings(settings: Any) -> Limits:
-    """The limits named in the launcher's settings (a `model_dump()`), defaults elsewhere."""
-    names = Limits.model_fields
-    return Limits(**{k: settings[k] for k in names if settings.get(k) is not None})
-
-
 class Policy(BaseModel):
     """One sandbox's confinement, as the launcher (or the Ray guard) passes it."""
 

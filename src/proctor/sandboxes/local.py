@@ -19,9 +19,8 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import psutil
 from pydantic import BaseModel
@@ -33,7 +32,6 @@ from proctor.sandboxes.confine import (
     Policy,
     command_line,
     host_problem,
-    limits_from_settings,
     refusal,
 )
 from proctor.sandboxes.sandbox import (
@@ -58,20 +56,12 @@ class Config(BaseModel):
     type: Literal["local"] = "local"
     """The backend's name."""
     isolation: Isolation = "bwrap"
-    """`bwrap` confines each sandbox (`proctor.sandboxes.confine`); `none` runs it directly."""
+    """`bwrap` confines each sandbox (`proctor.sandboxes.confine`); `none` runs it directly
+    (`PROCTOR_HOSTED_ISOLATION`, like the two below: the launcher's own settings)."""
     uids: str = DEFAULT_UIDS
     """The uid range confined sandboxes take their own uid from."""
     limits: Limits = Limits()
     """Each confined sandbox's memory, process and CPU caps."""
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
-        """The options from the launcher's settings (`PROCTOR_HOSTED_ISOLATION`, `_UIDS`...)."""
-        return cls(
-            isolation=settings.get("isolation", "bwrap"),
-            uids=settings.get("uids", DEFAULT_UIDS),
-            limits=limits_from_settings(settings),
-        )
 
 
 def create(config: Config) -> LocalSandbox:

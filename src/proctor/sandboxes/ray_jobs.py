@@ -21,13 +21,12 @@ import shlex
 import sys
 import time
 import uuid
-from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from proctor.errors import ConfigError, SandboxError
-from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy, limits_from_settings
+from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy
 from proctor.sandboxes.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY, FILES_METADATA_KEY
 from proctor.sandboxes.local import Isolation
 from proctor.sandboxes.sandbox import (
@@ -49,8 +48,9 @@ class Config(BaseModel):
 
     type: Literal["ray"] = "ray"
     """The backend's name."""
-    address: str
-    """The cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`."""
+    address: str = Field(min_length=1)
+    """The cluster's job API (dashboard) address, e.g. `http://127.0.0.1:8265`
+    (`PROCTOR_HOSTED_RAY_ADDRESS`, `--ray-address`)."""
     stop_grace_seconds: float = 5.0
     """Time between the stop signal and SIGKILL (`PROCTOR_HOSTED_STOP_GRACE_SECONDS`)."""
     isolation: Isolation = "bwrap"
@@ -59,31 +59,9 @@ class Config(BaseModel):
     """The uid range confined sandboxes take their own uid from, on each node."""
     limits: Limits = Limits()
     """Each confined sandbox's memory, process and CPU caps."""
-    entrypoint_cpus: float | None = None
+    entrypoint_cpus: float | None = Field(default=None, ge=0)
     """CPUs each job's entrypoint reserves (`PROCTOR_HOSTED_RAY_ENTRYPOINT_CPUS`): Ray then
     places it on any node with them free; unset, every entrypoint runs on the head node."""
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Config:
-        """The options from the launcher's settings (`PROCTOR_HOSTED_RAY_ADDRESS`).
-
-        Raises:
-            ConfigError: no address is set.
-        """
-        address = settings.get("ray_address")
-        if not address:
-            raise ConfigError(
-                "The ray sandbox needs the cluster's job API address; pass --ray-address "
-                "or set PROCTOR_HOSTED_RAY_ADDRESS."
-            )
-        return cls(
-            address=address,
-            stop_grace_seconds=settings.get("stop_grace_seconds", 5.0),
-            isolation=settings.get("isolation", "bwrap"),
-            uids=settings.get("uids", DEFAULT_UIDS),
-            limits=limits_from_settings(settings),
-            entrypoint_cpus=settings.get("ray_entrypoint_cpus"),
-        )
 
 
 def create(config: Config) -> RaySandbox:

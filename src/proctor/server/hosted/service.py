@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 from proctor.contract import TERMINAL_STATUSES, Event
 from proctor.errors import ConfigError
 from proctor.eval.config import default_run_name
-from proctor.sandboxes.backends import create_backend
 from proctor.sandboxes.sandbox import SandboxBackend, SandboxHandle
 from proctor.server.auth.schemas import Principal
 from proctor.server.db.base import utcnow
@@ -118,7 +117,7 @@ def create_hosted(
                 "eval_config": public_config,
                 **({"package": package} if package is not None else {}),
             },
-            backend=settings.sandbox,
+            backend=settings.sandbox.type,
             timeout_minutes=config.timeout_minutes,
             expected_samples=config.expected_samples,
             created_at=utcnow(),
@@ -153,7 +152,7 @@ def _log_backend(settings: LauncherSettings, name: str) -> SandboxBackend:
     key = (name, settings.model_dump_json())
     if key not in _log_backends:
         try:
-            _log_backends[key] = create_backend(name, settings.model_dump())
+            _log_backends[key] = settings.backend(name)
         except ConfigError as e:
             raise BadRequest(f"This server cannot read the {name} sandbox's logs: {e}") from None
     return _log_backends[key]

@@ -1,7 +1,12 @@
 """Settings of the hosted launcher, read from `PROCTOR_HOSTED_*` environment variables.
 
 They are the `hosted` section of the server's `Settings` (`settings.hosted`); `proctor
-launcher` reads them alone, with its flags on top.
+launcher` reads them alone, with its flags on top. The sandbox backend's settings are one
+member of `SandboxConfig` (a union told apart by `type`), validated with the rest at
+start-up: `PROCTOR_HOSTED_SANDBOX` names the backend, settings it shares with the launcher
+(`isolation`, `uids`, the limits, `stop_grace_seconds`) come from those variables, and its
+own options from `PROCTOR_HOSTED_<TYPE>_<OPTION>` (or the keyword `<type>_<option>`, as a
+flag passes it: `ray_address`).
 """
 
 from __future__ import annotations
@@ -9,15 +14,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
-from proctor.sandboxes.backends import backend_types, create_backend
+from proctor.errors import ConfigError
+from proctor.sandboxes import local
+from proctor.sandboxes.backends import SandboxConfig, backend_config, backend_types, create_backend
 from proctor.sandboxes.command import DEFAULT_COMMAND
-from proctor.sandboxes.confine import DEFAULT_UIDS, uid_range
+from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, uid_range
 from proctor.sandboxes.local import Isolation
-from proctor.sandboxes.sandbox import BackendName, SandboxBackend
+from proctor.sandboxes.sandbox import SandboxBackend
 from proctor.server.settings import invalid_setting
+
+PREFIX = "PROCTOR_HOSTED_"
 
 
 class LauncherSettings(BaseSettings):
@@ -30,13 +45,9 @@ class LauncherSettings(BaseSettings):
     command: str = DEFAULT_COMMAND
     """Template of the sandbox's command (placeholders: {proctor} {env} {model} {options}
     {num_examples} {rollouts}; `$EVALUATION_ID` comes from the sandbox's environment)."""
-    sandbox: BackendName = "local"
-    """Where sandboxes run: `local` processes or `ray` jobs."""
-    ray_address: str | None = None
-    """The Ray job API address (e.g. http://127.0.0.1:8265), for `sandbox = ray`."""
-    ray_entrypoint_cpus: float | None = Field(default=None, ge=0)
-    """CPUs each Ray job's entrypoint reserves, so Ray places it on any node with them free
-    (unset: Ray runs every entrypoint on the head node)."""
+    sandbox: SandboxConfig = Field(default_factory=local.Config)
+    """Where sandboxes run: `local` processes or `ray` jobs (`PROCTOR_HOSTED_SANDBOX` names
+    the backend; its own options are `PROCTOR_HOSTED_<TYPE>_*`, e.g. `_RAY_ADDRESS`)."""
     isolation: Isolation = "bwrap"
     """How sandboxes are confined: `bwrap` (their own uid, root, network and cgroup; see
     docs/security.md) or `none` (the server's own user: refused once the server has more
@@ -101,7 +112,37 @@ class LauncherSettings(BaseSettings):
         try:
             return cls(**values)
         except ValidationError as e:
-            raise invalid_setting(e, env_prefix="PROCTOR_HOSTED_") from None
+            raise _invalid(e) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _Variables(settings_cls), dotenv_settings, file_secret_settings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sandbox_config(cls, data: Any) -> Any:
+        """`sandbox` as its backend's config, from the backend's name and the options it takes."""
+        if not isinstance(data, dict) or not isinstance(data.get("sandbox") or "local", str):
+            return data  # a config given whole
+        type_ = data.get("sandbox") or "local"
+        if type_ not in backend_types():
+            return {**data, "sandbox": {"type": type_}}  # the union's error names the known ones
+        config: dict[str, Any] = {"type": type_}
+        for option in backend_config(type_).model_fields:
+            if option == "limits":
+                value: Any = {k: data[k] for k in Limits.model_fields if data.get(k) is not None}
+            else:
+                value = data.get(option if option in cls.model_fields else f"{type_}_{option}")
+            if value is not None and option != "type":
+                config[option] = value
+        return {**data, "sandbox": config}
 
     @field_validator("uids")
     @classmethod
@@ -109,20 +150,27 @@ class LauncherSettings(BaseSettings):
         uid_range(value)
         return value
 
-    @field_validator("sandbox")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        if value not in backend_types():
-            raise ValueError(f"Input should be one of {', '.join(backend_types())}")
-        return value
-
-    def backend(self) -> SandboxBackend:
-        """The sandbox backend `sandbox` names, with its options from these settings.
+    def backend(self, type_: str | None = None) -> SandboxBackend:
+        """The sandbox backend `sandbox` configures; or, for `type_` naming another backend
+        (reading the logs of a sandbox another launcher ran), one configured from these
+        settings and that backend's own variables.
 
         Raises:
-            ConfigError: its options are missing or wrong (e.g. `ray` without an address).
+            ConfigError: `type_` is unknown, or its options are missing or wrong.
         """
-        return create_backend(self.sandbox, self.model_dump())
+        if type_ is None or type_ == self.sandbox.type:
+            return create_backend(self.sandbox)
+        shared = self.model_dump(exclude={"sandbox"}, exclude_defaults=True)
+        return create_backend(LauncherSettings.load(**shared, sandbox=type_).sandbox)
+
+    def sandbox_variables(self) -> dict[str, Any]:
+        """The backend's name and own options by the variables that set them, e.g.
+        `{"PROCTOR_HOSTED_SANDBOX": "ray", "PROCTOR_HOSTED_RAY_ADDRESS": "http://..."}`."""
+        type_ = self.sandbox.type
+        own = {
+            f"{PREFIX}{type_}_{o}".upper(): getattr(self.sandbox, o) for o in _own_options(type_)
+        }
+        return {f"{PREFIX}SANDBOX": type_, **own}
 
     def sandbox_environment(self) -> dict[str, str]:
         """Variables every sandbox gets from these settings (the harness index's URL)."""
@@ -141,3 +189,46 @@ class LauncherSettings(BaseSettings):
     def forwarded_names(self) -> set[str]:
         """The variable names in `forward_env`."""
         return {n.strip() for n in self.forward_env.split(",") if n.strip()}
+
+
+class _Variables(EnvSettingsSource):
+    """`PROCTOR_HOSTED_*`, where `PROCTOR_HOSTED_SANDBOX` is a backend's name (not JSON) and
+    each backend's own options are `PROCTOR_HOSTED_<TYPE>_<OPTION>` (read as `<type>_<option>`)."""
+
+    def prepare_field_value(
+        self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool
+    ) -> Any:
+        if field_name == "sandbox":
+            return value
+        return super().prepare_field_value(field_name, field, value, value_is_complex)
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        for type_ in backend_types():
+            for option in _own_options(type_):
+                name = f"{self.env_prefix}{type_}_{option}"
+                value = self.env_vars.get(name if self.case_sensitive else name.lower())
+                if value is not None:
+                    data[f"{type_}_{option}"] = value
+        return data
+
+
+def _own_options(type_: str) -> list[str]:
+    """The options of a backend that are not launcher settings (`ray`: `address`...)."""
+    shared = {"type", "limits", *LauncherSettings.model_fields}
+    return [o for o in backend_config(type_).model_fields if o not in shared]
+
+
+def _invalid(error: ValidationError) -> ConfigError:
+    """One line naming the invalid setting and its variable (a backend's option included)."""
+    problem = error.errors(include_url=False)[0]
+    loc = tuple(str(part) for part in problem["loc"])
+    if len(loc) < 3 or loc[0] != "sandbox":
+        return invalid_setting(error, env_prefix=PREFIX)
+    type_, option = loc[1], loc[-1]  # ("sandbox", "local", "limits", "memory_mb")
+    shared = option in LauncherSettings.model_fields
+    name = option if shared else f"{type_}_{loc[2]}"
+    whose = "" if shared else f" of the {type_} sandbox"
+    return ConfigError(
+        f"Invalid setting {name}{whose} ({problem['msg']}); fix its flag or {PREFIX}{name.upper()}."
+    )
