@@ -307,6 +307,73 @@ def test_add_a_sandbox_backend(tree: Tree) -> None:
     )
 
 
+def test_add_an_eval_option_that_hosted_runs_honour(tree: Tree) -> None:
+    """The option is a `proctor eval` flag and `@ file.toml` key, a `proctor hosted run` flag
+    and an `eval_config` key, and reaches the sandbox's `eval.toml`; the docs' checks pass."""
+    tree.edit(
+        "src/proctor/eval/config.py",
+        '    """Log debug detail (each retry, each episode)."""\n',
+        '    label: str | None = None\n    """A label the run records."""\n',
+    )
+    tree.edit(
+        "src/proctor/sandboxes/command.py",
+        '    """Log debug detail in the sandbox (`proctor eval --verbose`)."""\n',
+        '    label: str | None = None\n    """A label the run records (`--label`)."""\n',
+    )
+    tree.edit(
+        "src/proctor/sandboxes/command.py", '    "verbose": "verbose",\n', '    "label": "label",\n'
+    )
+    tree.edit(
+        "docs/configuration.md",
+        "| `verbose` | false | `--verbose` |\n",
+        "| `label` | none | `--label` |\n",
+    )
+    tree.edit(
+        "docs/configuration.md",
+        "| `verbose` | `-v`, `--verbose` | false |\n",
+        "| `label` | `--label` | unset |\n",
+    )
+    tree.edit(
+        "docs/cli.md",
+        "| `-v`, `--verbose` | off | log debug detail (each retry, each episode) |\n",
+        "| `--label` | unset | a label the run records |\n",
+    )
+    tree.edit(
+        "docs/cli.md",
+        "| `-v`, `--verbose` | off | log debug detail in the sandbox |\n",
+        "| `--label` | unset | a label the run records |\n",
+    )
+    tree.add_test(
+        "tests/sandboxes/test_walk_eval_option.py",
+        """
+        from pathlib import Path
+
+        from proctor.cli.hosted_cmd import hosted_overrides
+        from proctor.eval.args import parse_eval_args
+        from proctor.sandboxes.command import HostedEvalConfig, eval_toml, wire_config
+
+
+        def test_the_option_reaches_the_sandbox(tmp_path: Path) -> None:
+            assert parse_eval_args(["reverse-text", "--label", "a"]).label == "a"
+            overrides, _ = hosted_overrides(["reverse-text", "-m", "m", "--label", "b"])
+            wire = wire_config(overrides)  # what `proctor hosted run` sends
+            assert wire["label"] == "b"
+            hosted = HostedEvalConfig.model_validate(wire)
+            toml = tmp_path / "eval.toml"
+            toml.write_text(eval_toml(hosted, environment="reverse-text", model="m"))
+            assert parse_eval_args(["@", str(toml)]).label == "b"  # what the sandbox runs
+        """,
+    )
+    tree.holds("Add an eval option that hosted runs honour")
+    tree.pytest(
+        "tests/sandboxes/test_walk_eval_option.py",
+        "tests/sandboxes/test_command.py",
+        "tests/test_docs.py::test_every_eval_config_field_is_a_documented_flag",
+        "tests/test_docs.py::test_every_subcommand_and_flag_is_documented",
+        "tests/test_docs.py::test_documented_eval_defaults_match_the_code",
+    )
+
+
 def test_add_an_environment_driver(tree: Tree) -> None:
     """The new driver is exported by `proctor.envs` and runs a rollout."""
     tree.create(
