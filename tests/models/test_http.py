@@ -12,7 +12,6 @@ import gzip
 import json
 import ssl
 import subprocess
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,16 +78,6 @@ class RawServer:
                     return
         finally:
             writer.close()
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    server = RawServer()
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    server.url = f"http://127.0.0.1:{port}/v1"
-    yield server
-    listener.close()
 
 
 def transport(url: str, **options: Any) -> HTTPClient:

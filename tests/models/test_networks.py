@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,16 +238,6 @@ def black_hole(port: int) -> Iterator[None]:
         for filler in fillers:
             filler.close()
         listener.close()
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    server = RawServer()
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    server.url = f"http://127.0.0.1:{port}/v1"
-    yield server
-    listener.close()
 
 
 def client(url: str, **settings: Any) -> OpenAIChatClient:
