@@ -1,4 +1,5 @@
-"""Helpers shared by the hosted end-to-end tests: waiting on statuses, reading launcher rows."""
+"""Helpers shared by the hosted end-to-end tests: the launcher's settings, the CLI's command
+and environment, waiting on statuses and logs, reading launcher rows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import psutil
 from tests.support.platform import Platform
+from tests.support.procs import PROCTOR
 from tests.support.waiting import wait_until
 
 from proctor.contract import TERMINAL_STATUSES
@@ -18,6 +20,24 @@ from proctor.contract import TERMINAL_STATUSES
 TERMINAL = TERMINAL_STATUSES
 HUB_PACKAGE = Path(__file__).parent / "hub_env"
 """The example environment package the hub tests and bench/hosted.py publish."""
+LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
+"""A launcher that polls and stops quickly, for a test platform's `extra_env`."""
+
+
+def cli_env(platform: Platform, home: Path) -> dict[str, str]:
+    """This process's environment for the CLI, without its PROCTOR_ settings, on `platform`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+    return {
+        **env,
+        "PROCTOR_API_URL": platform.url,
+        "PROCTOR_API_KEY": platform.api_key,
+        "HOME": str(home),
+    }
+
+
+def hosted_run(*args: str) -> list[str]:
+    """`proctor hosted run ARGS -m demo --follow`, polling every 0.2 s."""
+    return [*PROCTOR, "hosted", "run", *args, "-m", "demo", "--follow", "--poll-seconds", "0.2"]
 
 
 def create_hosted(client: httpx.Client, env: str = "alphabet-sort", **eval_config: Any) -> str:
@@ -46,15 +66,23 @@ def wait_status(
     )
 
 
-def hosted_row(platform: Platform, evaluation_id: str) -> dict[str, Any]:
-    """The launcher's row for an evaluation, read straight from the SQLite file."""
+def launcher_rows(
+    platform: Platform, table: str, evaluation_id: str, *, order_by: str = "rowid"
+) -> list[dict[str, Any]]:
+    """The launcher's rows of `table` for an evaluation, read straight from the SQLite file."""
     with sqlite3.connect(platform.data_dir / "proctor.db", timeout=30) as conn:
         conn.row_factory = sqlite3.Row
-        row = conn.execute(
-            "SELECT * FROM hosted_evaluations WHERE evaluation_id = ?", (evaluation_id,)
-        ).fetchone()
-    assert row is not None
-    return dict(row)
+        rows = conn.execute(
+            f"SELECT * FROM {table} WHERE evaluation_id = ? ORDER BY {order_by}", (evaluation_id,)
+        ).fetchall()
+    return [dict(row) for row in rows]
+
+
+def hosted_row(platform: Platform, evaluation_id: str) -> dict[str, Any]:
+    """The launcher's row for an evaluation."""
+    rows = launcher_rows(platform, "hosted_evaluations", evaluation_id)
+    assert len(rows) == 1, rows
+    return rows[0]
 
 
 def wait_closed(
@@ -70,12 +98,17 @@ def wait_closed(
     return dict(client.get(f"/evaluations/{evaluation_id}").json())
 
 
+def hosted_logs(client: httpx.Client, evaluation_id: str) -> str:
+    """The sandbox's (or, sharded, every shard's) log as the platform serves it."""
+    return str(client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"])
+
+
 def wait_logs(client: httpx.Client, evaluation_id: str, text: str, timeout: float = 60.0) -> str:
     """Poll the sandbox's logs until they contain `text`."""
     logs = [""]
 
     def shown() -> str | None:
-        logs[0] = str(client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"])
+        logs[0] = hosted_logs(client, evaluation_id)
         return logs[0] if text in logs[0] else None
 
     return wait_until(

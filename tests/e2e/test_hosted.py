@@ -10,42 +10,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.durability import demo_model as serve_demo_model
 from tests.e2e.hosted_helpers import (
+    LAUNCHER_ENV,
     all_command_lines,
+    cli_env,
     create_hosted,
     group_alive,
     hosted_row,
+    hosted_run,
     wait_closed,
     wait_logs,
     wait_status,
 )
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, wait_http
 
 pytestmark = pytest.mark.e2e
-
-LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
 
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A demo model that waits 300 ms before each answer, so runs last a few seconds."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
-    args = [
-        *PROCTOR,
-        "demo-model",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--latency-ms",
-        "300",
-    ]
-    proc = ManagedProcess(args, log).start()
-    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.stop()
+    with serve_demo_model(tmp_path_factory.mktemp("slow-model"), latency_ms=300) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -96,30 +84,9 @@ def test_hosted_run_completes_with_all_samples_and_intact_metadata(
 def test_cli_run_follow_logs_and_evals(
     hosted_platform: Platform, demo_model: str, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "PROCTOR_API_URL": hosted_platform.url,
-        "PROCTOR_API_KEY": hosted_platform.api_key,
-        "HOME": str(tmp_path),
-    }
+    env = cli_env(hosted_platform, tmp_path)
     run = subprocess.run(
-        [
-            *PROCTOR,
-            "hosted",
-            "run",
-            "alphabet-sort",
-            "-m",
-            "demo",
-            "-n",
-            "3",
-            "-r",
-            "2",
-            "--api-base-url",
-            demo_model,
-            "--follow",
-            "--poll-seconds",
-            "0.2",
-        ],
+        hosted_run("alphabet-sort", "-n", "3", "-r", "2", "--api-base-url", demo_model),
         env=env,
         capture_output=True,
         text=True,

@@ -3,7 +3,6 @@ failure reason, the hint naming the hosted user's flag, and Ctrl-C leaving the r
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -12,13 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.e2e.hosted_helpers import wait_closed, wait_status
+from tests.e2e.durability import demo_model as serve_demo_model
+from tests.e2e.hosted_helpers import LAUNCHER_ENV, cli_env, hosted_run, wait_closed, wait_status
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port
 
 pytestmark = pytest.mark.e2e
-
-LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -26,20 +24,6 @@ def platform_for_follow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pl
     plat = start_platform(tmp_path_factory.mktemp("follow-platform"), extra_env=LAUNCHER_ENV)
     yield plat
     plat.process.stop()
-
-
-def cli_env(platform: Platform, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    return {
-        **env,
-        "PROCTOR_API_URL": platform.url,
-        "PROCTOR_API_KEY": platform.api_key,
-        "HOME": str(home),
-    }
-
-
-def hosted_run(*args: str) -> list[str]:
-    return [*PROCTOR, "hosted", "run", *args, "-m", "demo", "--follow", "--poll-seconds", "0.2"]
 
 
 def test_completed_comes_after_the_sandbox_last_lines_and_paths_open(
@@ -111,13 +95,9 @@ def test_a_model_url_without_a_scheme_is_refused_before_a_sandbox_starts(
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
-    args = [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port)]
-    proc = ManagedProcess([*args, "--latency-ms", "300"], log).start()
-    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.stop()
+    """A demo model that waits 300 ms before each answer, so a run lasts while it is followed."""
+    with serve_demo_model(tmp_path_factory.mktemp("slow-model"), latency_ms=300) as url:
+        yield url
 
 
 @pytest.mark.parametrize("started_ignoring_sigint", [False, True])

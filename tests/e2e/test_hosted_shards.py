@@ -7,9 +7,7 @@ tests/sandboxes/test_ray_shards.py runs the same on a three-node Ray cluster.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,25 +15,29 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.e2e.hosted_helpers import create_hosted, wait_closed, wait_status
+from tests.e2e.durability import demo_model
+from tests.e2e.hosted_helpers import (
+    LAUNCHER_ENV,
+    cli_env,
+    create_hosted,
+    hosted_logs,
+    hosted_run,
+    launcher_rows,
+    wait_closed,
+    wait_status,
+)
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-
-LAUNCHER_ENV = {"PROCTOR_HOSTED_POLL_SECONDS": "0.1", "PROCTOR_HOSTED_STOP_GRACE_SECONDS": "1"}
 
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A demo model that waits 200 ms before each answer, so shards run for seconds."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("slow-model") / "slow-model.log"
-    args = [*PROCTOR, "demo-model", "--host", "127.0.0.1", "--port", str(port)]
-    proc = ManagedProcess([*args, "--latency-ms", "200"], log).start()
-    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.stop()
+    with demo_model(tmp_path_factory.mktemp("slow-model"), latency_ms=200) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +48,8 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 
 
 def shard_rows(platform: Platform, evaluation_id: str) -> list[dict[str, Any]]:
-    """The launcher's shard rows, read straight from the SQLite file."""
-    with sqlite3.connect(platform.data_dir / "proctor.db", timeout=30) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute(
-            "SELECT * FROM hosted_shards WHERE evaluation_id = ? ORDER BY shard", (evaluation_id,)
-        ).fetchall()
-    return [dict(row) for row in rows]
+    """The launcher's shard rows, by shard."""
+    return launcher_rows(platform, "hosted_shards", evaluation_id, order_by="shard")
 
 
 def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int, int]]:
@@ -67,19 +64,6 @@ def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int,
         if not answer["has_more"]:
             return pairs
         page += 1
-
-
-def logs_of(client: httpx.Client, evaluation_id: str) -> str:
-    return str(client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"])
-
-
-def wait_for(what: str, check: Any, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"{what} never happened")
 
 
 def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
@@ -97,15 +81,16 @@ def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
     # Shard 1's sandbox is killed (its whole process group) once it has stored samples.
 
     def storing() -> bool:
-        text = logs_of(client, evaluation_id)
+        text = hosted_logs(client, evaluation_id)
         head = "shard 1/3: running, attempt 1, "
         return head in text and f"{head}0 of" not in text
 
-    wait_for("shard 1 storing samples", storing)
+    wait_until(storing, timeout=120, interval=0.1, what="shard 1 storing samples")
     pid = int(str(shard_rows(plat, evaluation_id)[1]["sandbox_handle"]).partition("@")[0])
     os.killpg(pid, 9)
     done = wait_closed(client, plat, evaluation_id, timeout=240)
-    assert done["status"] == "COMPLETED", (done["error_message"], logs_of(client, evaluation_id))
+    log_text = hosted_logs(client, evaluation_id)
+    assert done["status"] == "COMPLETED", (done["error_message"], log_text)
     assert done["total_samples"] == 16
     pairs = stored_pairs(client, evaluation_id)
     assert pairs == Counter({(e, r): 1 for e in range(8) for r in (1, 2)})
@@ -130,8 +115,7 @@ def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
     ]
     assert page["shards"][1]["error"].startswith("exit code") and 'id="shards"' in html
     # The CLI shows each shard's log and progress.
-    env = {**os.environ, "PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
-    env["HOME"] = str(tmp_path)
+    env = cli_env(plat, tmp_path)
     logs = subprocess.run(
         [*PROCTOR, "hosted", "logs", evaluation_id], env=env, capture_output=True, text=True
     )
@@ -150,28 +134,11 @@ def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
 def test_cli_runs_shards_and_follows_each_shards_log(
     plat: Platform, slow_model: str, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
-    env["HOME"] = str(tmp_path)
+    env = cli_env(plat, tmp_path)
     run = subprocess.run(
-        [
-            *PROCTOR,
-            "hosted",
-            "run",
-            "alphabet-sort",
-            "-m",
-            "demo",
-            "-n",
-            "4",
-            "-r",
-            "1",
-            "--api-base-url",
-            slow_model,
-            "--shards",
-            "2",
-            "--follow",
-            "--poll-seconds",
-            "0.2",
-        ],
+        hosted_run(
+            "alphabet-sort", "-n", "4", "-r", "1", "--api-base-url", slow_model, "--shards", "2"
+        ),
         env=env,
         capture_output=True,
         text=True,
