@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.durability import env_without_client_vars
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR, free_port
 
 pytestmark = pytest.mark.e2e
-
-CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +27,8 @@ def run_eval(
     plat: Platform, demo_model: str, out: Path, *flags: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """`proctor eval alphabet-sort -n 1 -r 1 --no-serve --no-rich ...` against `plat`."""
-    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
-    environ.update(HOME=str(out / "home"), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key)
-    environ.update(env)
+    platform = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
+    environ = env_without_client_vars(HOME=str(out / "home"), **{**platform, **env})
     args = ["eval", "alphabet-sort", "-n", "1", "-r", "1", "--no-serve", "--no-rich"]
     args += ["--client.base-url", demo_model, "-o", str(out), "--run.name", "r", *flags]
     return subprocess.run(

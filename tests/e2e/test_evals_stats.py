@@ -6,19 +6,17 @@ A real server, the demo model over HTTP and the CLI as subprocesses.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.durability import env_without_client_vars
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
-
-CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +27,9 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 
 
 def proctor(plat: Platform, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
-    environ.update(HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key)
+    environ = env_without_client_vars(
+        HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key
+    )
     return subprocess.run(
         [*PROCTOR, *args], env=environ, capture_output=True, text=True, timeout=180
     )

@@ -4,7 +4,6 @@ on a proctor server (PRIME_API_BASE_URL pointing at it, HOME a temp dir)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.durability import demo_model as serve_demo_model
 from tests.e2e.hosted_helpers import group_alive, hosted_row, wait_closed
+from tests.e2e.test_hub import prime_env
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 
 pytestmark = pytest.mark.e2e
 
@@ -50,21 +50,8 @@ SCRIPT = """
 
 @pytest.fixture
 def slow_model(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    args = [
-        *PROCTOR,
-        "demo-model",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--latency-ms",
-        "300",
-    ]
-    proc = ManagedProcess(args, tmp_path / "slow-model.log").start()
-    wait_http(f"http://127.0.0.1:{port}/v1/models", proc=proc.proc)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.stop()
+    with serve_demo_model(tmp_path, latency_ms=300) as url:
+        yield url
 
 
 @pytest.fixture
@@ -79,16 +66,7 @@ def plat(tmp_path: Path) -> Iterator[Platform]:
 def _run(platform: Platform, tmp_path: Path, args: dict[str, Any]) -> dict[str, Any]:
     (tmp_path / "client.py").write_text(textwrap.dedent(SCRIPT))
     (tmp_path / "args.json").write_text(json.dumps(args))
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
-    env.update(
-        HOME=str(home),
-        PRIME_API_BASE_URL=platform.url,
-        PRIME_API_KEY=platform.api_key,
-        PRIME_DISABLE_VERSION_CHECK="1",
-        NO_PROXY="127.0.0.1,localhost",
-    )
+    env = prime_env(platform, platform.api_key, tmp_path / "home")
     done = subprocess.run(
         [sys.executable, str(tmp_path / "client.py"), str(tmp_path / "args.json")],
         env=env,

@@ -64,11 +64,13 @@ def proctor(
     )
 
 
-def prime(
-    platform: Platform, key: str, home: Path, *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    home.mkdir(exist_ok=True)
+def prime_env(platform: Platform, key: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of the public prime client (CLI or library) pointed at `platform` with
+    `key` and its own HOME: none of this process's PRIME_/PROCTOR_ settings nor its venv,
+    loopback unproxied, no version check; `extra` on top."""
+    home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
+    env.pop("VIRTUAL_ENV", None)  # prime installs into an active venv: never the suite's own
     env.update(
         HOME=str(home),
         PRIME_API_BASE_URL=platform.url,
@@ -78,8 +80,25 @@ def prime(
         NO_PROXY="127.0.0.1,localhost",
         COLUMNS="200",
     )
+    env.update(extra)
+    return env
+
+
+def prime(
+    platform: Platform,
+    key: str,
+    home: Path,
+    *args: str,
+    cwd: Path | None = None,
+    path_prefix: Path | None = None,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess[str]:
+    """The real `prime` CLI pointed at the platform (`path_prefix` first on its PATH)."""
+    env = prime_env(platform, key, home)
+    if path_prefix is not None:
+        env["PATH"] = f"{path_prefix}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
-        [PRIME_BIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
+        [PRIME_BIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
 
 

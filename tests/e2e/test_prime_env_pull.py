@@ -4,9 +4,7 @@ another team), `prime eval list --env primeintellect/...`, and errors free of ri
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import tarfile
 import venv
@@ -16,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.e2e.hosted_helpers import hub_project
-from tests.e2e.test_hub import PRIME_BIN, make_key
+from tests.e2e.test_hub import make_key, prime
 from tests.support.platform import Platform, start_platform
 
 pytestmark = pytest.mark.e2e
@@ -27,34 +25,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     plat = start_platform(tmp_path_factory.mktemp("pull-platform"))
     yield plat
     plat.process.stop()
-
-
-def prime(
-    platform: Platform,
-    key: str,
-    home: Path,
-    *args: str,
-    cwd: Path | None = None,
-    path_prefix: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """The real `prime` CLI pointed at the platform, with its own HOME."""
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
-    env.pop("VIRTUAL_ENV", None)
-    if path_prefix is not None:
-        env["PATH"] = f"{path_prefix}{os.pathsep}{env.get('PATH', '')}"
-    env.update(
-        HOME=str(home),
-        PRIME_API_BASE_URL=platform.url,
-        PRIME_FRONTEND_URL=platform.url,
-        PRIME_API_KEY=key,
-        PRIME_DISABLE_VERSION_CHECK="1",
-        NO_PROXY="127.0.0.1,localhost",
-        COLUMNS="200",
-    )
-    return subprocess.run(
-        [PRIME_BIN, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
-    )
 
 
 def standalone_project(tmp_path: Path, name: str, version: str) -> Path:

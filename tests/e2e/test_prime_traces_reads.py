@@ -5,7 +5,6 @@ and unsupported filters answered 400 naming the supported ones."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import httpx
 import pytest
 from prime_traces import TracesClient
 from prime_traces.exceptions import APIError
-from tests.e2e.test_hub import PRIME_BIN, make_key
+from tests.e2e.test_hub import PRIME_BIN, make_key, prime_env
 from tests.server.test_traces import episode, jsonl, upload
 from tests.support.platform import Platform
 
@@ -29,17 +28,7 @@ def traced_episode(episode_id: str, run_id: str, idx: int, score: float) -> dict
 
 
 def prime_traces(platform: Platform, key: str, home: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
-    env.update(
-        HOME=str(home),
-        PRIME_API_BASE_URL=platform.url,
-        PRIME_TRACES_URL=platform.url,
-        PRIME_API_KEY=key,
-        PRIME_DISABLE_VERSION_CHECK="1",
-        NO_PROXY="127.0.0.1,localhost",
-        COLUMNS="250",
-    )
-    home.mkdir(exist_ok=True)
+    env = prime_env(platform, key, home, PRIME_TRACES_URL=platform.url, COLUMNS="250")
     done = subprocess.run(
         [PRIME_BIN, "traces", *args], env=env, capture_output=True, text=True, timeout=120
     )

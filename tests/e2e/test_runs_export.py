@@ -10,26 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.e2e.test_hub import PRIME_BIN, make_key
+from tests.e2e.test_hub import make_key, prime
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
-
-
-def prime(platform: Platform, key: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_", "PROCTOR_"))}
-    env.update(
-        HOME=str(home),
-        PRIME_API_BASE_URL=platform.url,
-        PRIME_FRONTEND_URL=platform.url,
-        PRIME_API_KEY=key,
-        PRIME_DISABLE_VERSION_CHECK="1",
-        NO_PROXY="127.0.0.1,localhost",
-        COLUMNS="200",
-    )
-    return subprocess.run([PRIME_BIN, *args], env=env, capture_output=True, text=True, timeout=180)
 
 
 def test_export_then_prime_eval_push_twice_stores_each_sample_once(

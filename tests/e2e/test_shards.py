@@ -5,19 +5,18 @@ Real server, demo model and CLI processes; the shards run at the same time.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.e2e.durability import env_without_client_vars
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
 
-CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
 EVAL_ARGS = ["alphabet-sort", "-n", "5", "-r", "3", "--no-rich"]
 
 
@@ -29,9 +28,9 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
 
 
 def client_env(plat: Platform, home: Path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
-    environ.update(HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key)
-    return environ
+    return env_without_client_vars(
+        HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key
+    )
 
 
 def proctor(
@@ -122,8 +121,7 @@ def test_finalize_refuses_while_a_shard_is_missing(
 
 
 def test_a_shard_without_attach_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
-    environ["HOME"] = str(tmp_path)
+    environ = env_without_client_vars(HOME=str(tmp_path))
     result = proctor(environ, "eval", *EVAL_ARGS, "--shard", "0/2", "-o", str(tmp_path))
     assert result.returncode == 2, result.stderr
     assert "--shard runs one slice of an evaluation, so it needs --run.attach ID" in result.stderr
@@ -132,8 +130,7 @@ def test_a_shard_without_attach_is_refused_before_anything_runs(tmp_path: Path) 
 
 @pytest.mark.parametrize("shard", ["2/2", "1", "a/b", "-1/2"])
 def test_a_malformed_shard_names_the_flag(shard: str, tmp_path: Path) -> None:
-    environ = {k: v for k, v in os.environ.items() if k not in CLIENT_VARS}
-    environ["HOME"] = str(tmp_path)
+    environ = env_without_client_vars(HOME=str(tmp_path))
     result = proctor(environ, "eval", *EVAL_ARGS, f"--shard={shard}", "--run.attach", "x")
     assert result.returncode == 2, result.stderr
     assert "--shard" in result.stderr and "I/N" in result.stderr
