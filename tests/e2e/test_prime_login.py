@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 from tests.e2e.test_hub import PRIME_BIN, make_key
 from tests.support.platform import Platform
+from tests.support.tools import tool
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +41,7 @@ def run_prime(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_prime_login_with_approval_in_the_dashboard(platform: Platform, tmp_path: Path) -> None:
+    chromium = tool(CHROMIUM)
     mia = make_key(platform, "mia", team="mias-lab")
     home = tmp_path / "home"
     home.mkdir()
@@ -72,7 +74,7 @@ def test_prime_login_with_approval_in_the_dashboard(platform: Platform, tmp_path
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+                executable_path=chromium, headless=True, args=["--no-sandbox"]
             )
             try:
                 page = browser.new_page()

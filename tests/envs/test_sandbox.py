@@ -14,6 +14,7 @@ import pytest
 from proctor.envs import Sandbox, SandboxLimits, _cgroup, load_environment
 from proctor.errors import ConfigError, SandboxUnavailable
 from tests.support.procs import PROCTOR
+from tests.support.tools import require
 
 LIMITS = SandboxLimits(
     timeout_s=4.0, cpu_s=2, memory_mb=256, max_processes=16, max_output_bytes=4096, disk_mb=8
@@ -253,8 +254,8 @@ allocates nothing itself, sums what is held at once by processes still alive plu
 tmpfs file (whose pages belong to no process)."""
 
 
-@pytest.mark.skipif(not _cgroup.available(), reason="no cgroup can be made here (not root)")
 async def test_forks_and_dev_shm_together_stay_under_the_sandbox_memory_cap() -> None:
+    require(None if _cgroup.available() else "no cgroup can be made here (not root)")
     limits = SandboxLimits(
         timeout_s=30.0,
         cpu_s=20,

@@ -24,6 +24,7 @@ from proctor.server.db.models import HostedEvaluation
 from tests.server.conftest import Api, db_url, make_settings
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR
+from tests.support.tools import tool
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
@@ -235,7 +236,7 @@ def browser() -> Iterator[Browser]:
     """Headless Debian chromium (never a downloaded browser)."""
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+            executable_path=tool(CHROMIUM), headless=True, args=["--no-sandbox"]
         )
         yield chromium
         chromium.close()
