@@ -1,10 +1,15 @@
 """Turn `proctor eval` arguments into an `EvalConfig`.
 
-The flags are generated from the pydantic model, so a new field is a new flag: nested
-fields become dotted flags (`--client.base-url`, also spelled `--client.base_url`), booleans
-get `--x/--no-x`, dicts and lists take JSON. `@ file.toml` (or `@file.toml`) loads a file
-first; flags given on the command line win over it. Every mistake becomes one `ConfigError`
-line naming the flag and the fix.
+The flags come from pydantic-settings: its CLI source (`CliSettingsSource`) walks
+`EvalSettings`, eval's config as a settings model, adds one flag per field to proctor's own
+argparse parser (`root_parser`), and turns the parsed flags back into nested settings,
+decoding JSON for dicts and lists. So a new field is a new flag: nested fields are dotted
+(`--client.base-url`, kebab case; the snake spelling `--client.base_url` works too), and
+`@ file.toml` (or `@file.toml`) loads a file first, flags given on the command line winning
+over it. What proctor adds is its style, in the hook through which the library adds each
+flag: short flags (`-n`), `--x/--no-x` booleans (`--resume` and the other switches one way
+only), help text ending in `(default: X)`, `JSON` and `NAME` metavars, and every mistake as
+one `ConfigError` line naming the flag and the fix ("did you mean" for a mistyped flag).
 
 This module owns the flags and the file: `add_eval_flags` gives another command (`hosted
 run`, `quickstart`) eval's own flags for some fields, and `config_toml` writes a config back
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict, SettingsError
 
 from proctor.errors import ConfigError
 from proctor.eval.config import SECRET_HEADER, EvalConfig
@@ -51,6 +57,17 @@ HELP_HINT = "run `proctor eval --help` for the options"
 
 
 class _Parser(argparse.ArgumentParser):
+    source: CliSettingsSource[Any] | None = None
+    """The settings source whose flags the parser holds (`build_parser`)."""
+
+    def settings(self, namespace: argparse.Namespace) -> dict[str, Any]:
+        """The parsed flags as nested settings, JSON decoded (by the settings source)."""
+        assert self.source is not None
+        try:
+            return dict(self.source(parsed_args=namespace)())
+        except SettingsError as e:
+            raise ConfigError(f"{e}; {HELP_HINT}") from None
+
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # argparse swallows a closed pipe here; `proctor.cli.main` handles it as for any output.
         if message:
@@ -93,12 +110,11 @@ def parse_eval_args_with_sources(argv: list[str]) -> tuple[EvalConfig, dict[str,
         loaded = _normalise_keys(read_toml(path), EvalConfig)
         sources.update(dict.fromkeys(_leaf_paths(loaded), f"file {path}"))
         _merge(data, loaded)
-    namespace = build_parser().parse_args(argv)
-    flags: dict[str, Any] = {}
-    for dest, value in vars(namespace).items():
-        _set_dotted(flags, dest.split("."), value)
+    parser = build_parser()
+    namespace = parser.parse_args(argv)
+    for dest in vars(namespace):
         sources[dest] = "argument" if dest == "env" else f"flag {flag_name(tuple(dest.split('.')))}"
-    _merge(data, flags)
+    _merge(data, parser.settings(namespace))
     config = _validated(data)
     return config, sources
 
@@ -129,7 +145,21 @@ def _validated(data: dict[str, Any]) -> EvalConfig:
         raise ConfigError(describe_validation_error(e)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+class EvalSettings(BaseSettings, EvalConfig):
+    """`EvalConfig` as a settings model: the one pydantic-settings' CLI source makes the
+    flags of (kebab case, dotted nested fields, JSON for dicts and lists)."""
+
+    model_config = SettingsConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        case_sensitive=True,  # required with a root parser of one's own
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_prog_name="proctor eval",
+    )
+
+
+def build_parser() -> _Parser:
     """The argparse front, one option per config field (the help text is each docstring)."""
     parser = _Parser(
         prog="proctor eval",
@@ -139,20 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         argument_default=argparse.SUPPRESS,
     )
-    parser.add_argument("env", nargs="?", help=_doc(EvalConfig, "env"), metavar="ENV")
-    _add_model_flags(parser, EvalConfig, prefix="")
+    parser.source = _connect(parser, _Styler(fields=None, defaults={}, json_type=_json_text))
     return parser
-
-
-def _add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], prefix: str) -> None:
-    for name, field in model.model_fields.items():
-        if name == "env" or (field.json_schema_extra or {}).get("cli") is False:  # type: ignore[union-attr]
-            continue
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            _add_model_flags(parser, annotation, prefix=f"{prefix}{name}.")
-            continue
-        _add_field_flag(parser, model, name, prefix)
 
 
 def add_eval_flags(
@@ -165,29 +183,90 @@ def add_eval_flags(
     """Give another command `proctor eval`'s flags for some config fields, as eval has them.
 
     `fields` are config paths: `"num_examples"`, `"client.base_url"`, or `"sampling"` for
-    every `--sampling.*` flag. Names, short flags, help text and defaults are eval's; a
-    command whose run needs another default (quickstart's infinite taskset needs a count)
-    names it in `defaults` and the help shows it. `json_object` parses dict-valued flags
-    instead of plain JSON (the hosted commands name the object form in their errors).
-    Read the given values back with `given_overrides`.
+    every `--sampling.*` flag. Names, short flags, help text and defaults are eval's (made by
+    the same settings source); a command whose run needs another default (quickstart's
+    infinite taskset needs a count) names it in `defaults` and the help shows it.
+    `json_object` parses dict-valued flags instead of plain JSON (the hosted commands name
+    the object form in their errors). Read the given values back with `given_overrides`.
     """
-    for path in fields:
-        model, name, prefix = _resolve(path)
-        sub = model.model_fields[name].annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel):
-            for inner in sub.model_fields:
-                add_eval_flags(
-                    parser, [f"{path}.{inner}"], defaults=defaults, json_object=json_object
-                )
-            continue
+    styler = _Styler(
+        fields=tuple(fields),
+        defaults=dict(defaults or {}),
+        json_type=_json_value,
+        json_object=json_object,
+    )
+    _connect(parser, styler)
+
+
+def _connect(parser: argparse.ArgumentParser, styler: _Styler) -> CliSettingsSource[Any]:
+    """pydantic-settings' CLI source over `EvalSettings`, adding its flags to `parser`
+    through `styler` (all on the parser itself: no group per sub-model)."""
+    return CliSettingsSource(
+        EvalSettings,
+        root_parser=parser,
+        add_argument_method=styler.add_argument,
+        add_argument_group_method=lambda parser, **kwargs: parser,
+    )
+
+
+class _Styler:
+    """The hook through which pydantic-settings adds each flag, in proctor's style.
+
+    The library names the flag (kebab case, dotted) and its destination; the hook adds the
+    short spelling, the snake alias, proctor's help and metavar, and the boolean pair. It
+    leaves out the library's whole-model JSON flags (`--client JSON`: each setting has its
+    own flag), the read-only `run.id`, and, for another command, the fields it does not take.
+    """
+
+    def __init__(
+        self,
+        *,
+        fields: tuple[str, ...] | None,
+        defaults: dict[str, Any],
+        json_type: Callable[[str], Any],
+        json_object: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.fields = fields
+        self.defaults = defaults
+        self.json_type = json_type
+        self.json_object = json_object
+
+    def add_argument(self, parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> None:
+        dest = str(kwargs.get("dest") or names[0])
+        if kwargs.get("action") == "help" or self._left_out(dest):
+            return
+        model, name, prefix = _resolve(dest)
+        if dest == "env":
+            parser.add_argument("env", nargs="?", help=_doc(EvalConfig, "env"), metavar="ENV")
+            return
+        long = next(n for n in names if n.startswith("--"))
         _add_field_flag(
             parser,
             model,
             name,
             prefix,
-            default=(defaults or {}).get(path, argparse.SUPPRESS),
-            json_object=json_object,
+            long=long,
+            default=self.defaults.get(dest, argparse.SUPPRESS),
+            json_type=self.json_object if self.json_object is not None else self.json_type,
+            list_type=self.json_type,
         )
+
+    def _left_out(self, dest: str) -> bool:
+        if dest.startswith("-") or _is_model_path(dest):
+            return True
+        given = self.fields
+        if given is not None and (dest == "env" or not any(_under(dest, r) for r in given)):
+            return True
+        try:
+            model, name, _ = _resolve(dest)
+        except KeyError:
+            return True
+        extra = model.model_fields[name].json_schema_extra
+        return isinstance(extra, dict) and extra.get("cli") is False
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(f"{root}.")
 
 
 def _resolve(path: str) -> tuple[type[BaseModel], str, str]:
@@ -214,36 +293,39 @@ def _add_field_flag(
     name: str,
     prefix: str,
     *,
-    default: Any = argparse.SUPPRESS,
-    json_object: Callable[[str], Any] | None = None,
+    long: str,
+    default: Any,
+    json_type: Callable[[str], Any],
+    list_type: Callable[[str], Any],
 ) -> None:
     field = model.model_fields[name]
-    annotation = field.annotation
-    kebab = name.replace("_", "-")
-    names = [f"--{prefix}{kebab}"]
+    kind = _kind(field.annotation)
+    names = [long]
     if not prefix and name in SHORT_FLAGS:
         names.insert(0, SHORT_FLAGS[name])
-    kind = _kind(annotation)
-    no_flag = f"--{prefix}no-{kebab}" if kind is bool and name not in SWITCHES else None
-    help_ = _with_default(_doc(model, name), field, on=names[-1], off=no_flag, replace=default)
+    no_flag = f"--{prefix}no-{long.removeprefix(f'--{prefix}')}" if kind is bool else None
+    if name in SWITCHES:
+        no_flag = None
+    help_ = _with_default(_doc(model, name), field, on=long, off=no_flag, replace=default)
     dest = f"{prefix}{name}"
-    json_type = json_object if json_object is not None and kind is dict else _json_value
+    value_type = json_type if kind is dict else list_type
     extra: dict[str, Any] = {"default": default}
-    if kind is bool and no_flag is None:
+    if kind is bool:
         parser.add_argument(*names, dest=dest, action="store_true", help=help_, **extra)
-    elif kind is bool and no_flag is not None:
-        parser.add_argument(*names, dest=dest, action="store_true", help=help_, **extra)
-        opposite = f"The opposite of {names[-1]}."
-        parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite, **extra)
+        if no_flag is not None:
+            opposite = f"The opposite of {long}."
+            parser.add_argument(no_flag, dest=dest, action="store_false", help=opposite, **extra)
     elif kind in (dict, list):
-        parser.add_argument(*names, dest=dest, type=json_type, metavar="JSON", help=help_, **extra)
+        parser.add_argument(*names, dest=dest, type=value_type, metavar="JSON", help=help_, **extra)
     else:
         parser.add_argument(*names, dest=dest, metavar=name.upper(), help=help_, **extra)
-    if "_" in name:
+    snake = f"--{prefix}{name}"
+    if snake != long:
         # The snake spelling works too, without doubling the help text.
-        alias = f"--{prefix}{name}"
-        action = {"type": json_type} if kind in (dict, list) else _same_action(kind)
-        parser.add_argument(alias, dest=dest, help=argparse.SUPPRESS, **action, **extra)
+        action: dict[str, Any] = {"action": "store_true"} if kind is bool else {}
+        if kind in (dict, list):
+            action = {"type": value_type}
+        parser.add_argument(snake, dest=dest, help=argparse.SUPPRESS, **action, **extra)
 
 
 def _with_default(
@@ -279,14 +361,6 @@ def _with_default(
 _STATED_DEFAULT = re.compile(r" \(default[^)]*\)")
 
 
-def _same_action(kind: Any) -> dict[str, Any]:
-    if kind is bool:
-        return {"action": "store_true"}
-    if kind in (dict, list):
-        return {"type": _json_value}
-    return {}
-
-
 def _kind(annotation: Any) -> Any:
     """The base type of `X | None`, `dict[...]`, `list[...]`."""
     origin = typing.get_origin(annotation)
@@ -309,6 +383,12 @@ def _json_value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected JSON, got {text!r}") from None
+
+
+def _json_text(text: str) -> str:
+    """The text, once it is JSON: the settings source decodes it, proctor words the error."""
+    _json_value(text)
+    return text
 
 
 def _split_config_files(argv: list[str]) -> tuple[list[str], list[Path]]:
