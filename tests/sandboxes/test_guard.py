@@ -8,6 +8,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from proctor.sandboxes.guard import ENV_METADATA_KEY, FILES_METADATA_KEY, RAY_JOB_CONFIG
 from tests.support.procs import gone, read_pid
@@ -77,3 +80,38 @@ def test_the_files_of_the_job_metadata_are_in_the_commands_working_directory(
         check=True,
     )
     assert done.stdout == 'env = "reverse-text"\n'
+
+
+def test_a_ray_job_carries_the_sandbox_files_to_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Ray backend's half, with the job API stood in for: what it submits is what the
+    # guard, started by Ray with that metadata, writes beside the command.
+    pytest.importorskip("ray.job_submission")
+    from proctor.sandboxes.ray_jobs import RaySandbox
+    from proctor.sandboxes.sandbox import SandboxSpec
+
+    submitted: dict[str, Any] = {}
+
+    class JobApi:
+        def __init__(self, address: str) -> None:
+            pass
+
+        def submit_job(self, **kwargs: Any) -> None:
+            submitted.update(kwargs)
+
+    monkeypatch.setattr("ray.job_submission.JobSubmissionClient", JobApi)
+    files = {"eval.toml": 'env = "reverse-text"\nnum_examples = 2\n'}
+    spec = SandboxSpec(evaluation_id="ev-1", command="cat eval.toml", files=files)
+    RaySandbox("http://127.0.0.1:9", isolation="none").start(spec)
+    job = {"runtime_env": {}, "metadata": submitted["metadata"]}
+    done = subprocess.run(
+        [*GUARD, "cat eval.toml"],
+        env={**os.environ, RAY_JOB_CONFIG: json.dumps(job)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert done.stdout == files["eval.toml"]

@@ -132,10 +132,12 @@ def test_bwrap_isolation_runs_the_command(tmp_path: Path) -> None:
     if subprocess.run([bwrap, "--ro-bind", "/", "/", "true"], capture_output=True).returncode:
         missing("bubblewrap cannot create namespaces on this machine")
     backend = LocalSandbox(isolation="bwrap")
-    handle = backend.start(_spec(tmp_path, "echo inside > here.txt; cat here.txt; touch /etc/nope"))
+    spec = _spec(tmp_path, "cat eval.toml; echo inside > here.txt; cat here.txt; touch /etc/nope")
+    handle = backend.start(dataclasses.replace(spec, files={"eval.toml": 'env = "e"\n'}))
     state = exited(backend, handle)
     logs = backend.logs(handle)
     assert "inside" in logs
+    assert 'env = "e"' in logs  # its files, written into its own work dir
     assert state.exit_code != 0  # the root is read-only inside the sandbox
 
 
