@@ -26,11 +26,23 @@ duplicated); a false status is a COMPLETED evaluation that lacks a sample or an
 episode of the run, a run reported done (exit 0) that is not closed, or a whole run reported
 done that is not COMPLETED. Goal: 0 / 0 / 0.
 
+Then `--sharded K` schedules (default 10; `--schedules 0` runs only these): one hosted
+evaluation of `reverse-text -r 2` in 2-4 shards on the server's in-server launcher (local
+sandboxes, unconfined, a demo model at 100 ms), hit by 1-3 faults drawn with repeats from
+
+- `shard-kill`: a running shard's sandbox (its whole process group) is SIGKILLed; the
+  launcher starts it again, and the retry stores only the pairs it lacks;
+- `server-kill`: the server is SIGKILLed and restarted; its launcher adopts the shards,
+  which ran on meanwhile.
+
+Each pair must be stored once, the evaluation COMPLETED with that count and claimed once,
+and a shard killed k times run k + 1 times (the notes say where not).
+
 The tmpfs mounts need root; the bench re-runs itself under `unshare --mount` so that no
 mount outlives it, whatever happens. The processes and helpers are the fault tests' own
 (tests/e2e/durability.py).
 
-Usage (root): .venv/bin/python bench/faults.py [--schedules 50] [--seed 1]
+Usage (root): .venv/bin/python bench/faults.py [--schedules 50] [--sharded 10] [--seed 1]
 [--min-samples 200] [--max-samples 400] [--out bench/results/faults.md]
 
 `--servers` runs server kills across two servers on one PostgreSQL instead (set

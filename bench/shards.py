@@ -62,8 +62,8 @@ from proctor.sandboxes.command import DEFAULT_COMMAND  # noqa: E402
 
 PROBE = ROOT / "bench" / "shard_probe.py"
 ENV = "reverse-text"
-ROLLOUTS = 8
-"""Rollouts per example: the examples are `total / 8` of reverse-text's 1,000 tasks."""
+ROLLOUTS = 16
+"""Rollouts per example: the examples are `total / 16` of reverse-text's 1,000 tasks."""
 EPOCH = "(julianday({}) - 2440587.5) * 86400.0"
 """SQL: a stored naive-UTC timestamp as epoch seconds."""
 
@@ -343,7 +343,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "shards.md")
     args = parser.parse_args()
     if args.per_shard % ROLLOUTS or max(args.shards) * args.per_shard // ROLLOUTS > 1000:
-        parser.error(f"--per-shard must be a multiple of {ROLLOUTS}, and N x it at most 8,000")
+        parser.error(f"--per-shard must be a multiple of {ROLLOUTS}, and N x it at most 16,000")
     load_before = os.getloadavg()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="proctor-bench-shards-") as tmp:
