@@ -104,6 +104,7 @@ def test_attach_with_an_invalid_key_raises(
 def test_attach_to_unreachable_platform_raises(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("proctor.runs._evaluations.ATTACH_WAIT_S", 0.5)
     monkeypatch.setenv("PROCTOR_API_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("PROCTOR_API_KEY", "pk-anything")
     with pytest.raises(AttachError, match="unreachable"):

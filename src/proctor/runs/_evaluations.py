@@ -12,7 +12,8 @@ Sequences (platform-api.md; the same calls the public client makes):
 - reopen (a resumed run, proctor extension): `POST /evaluations/{id}/reopen`.
 
 Create (with an Idempotency-Key), reopen and close are safe to replay, so each is retried
-under the upload policy (transient failures, with backoff) until its deadline.
+under the upload policy (transient failures, with backoff) until its deadline; so are the
+attach's two calls (a GET, and a POST that stores nothing), for `ATTACH_WAIT_S`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 
 CREATE_TIMEOUT_S = 5.0
 """How long opening a run rides out an outage before the run goes on offline."""
+ATTACH_WAIT_S = 20.0
+"""How long an attach rides out an outage (a platform server restarting) before it fails:
+an attached run has no offline mode, and a launcher's shard that fails to attach spends
+one of its attempts."""
 
 
 def create_evaluation(
@@ -117,8 +122,9 @@ def check_attachable(client: PlatformClient, evaluation_id: str) -> dict[str, An
     """
     where = f"the platform at {client.api_url}"
     prefix = f"cannot attach to evaluation {evaluation_id}"
+    deadline = time.monotonic() + ATTACH_WAIT_S
     try:
-        record = client.call("GET", f"/evaluations/{evaluation_id}", attempts=3)
+        record = client.call_until("GET", f"/evaluations/{evaluation_id}", deadline=deadline)
         status = str(record.get("status") or "").upper()
         if status in UNATTACHABLE_STATUSES:
             raise AttachError(
@@ -126,8 +132,11 @@ def check_attachable(client: PlatformClient, evaluation_id: str) -> dict[str, An
                 "start a new run without --run.attach"
             )
         # The write check: an empty batch stores nothing, but needs write access.
-        client.call(
-            "POST", f"/evaluations/{evaluation_id}/samples", json_body={"samples": []}, attempts=3
+        client.call_until(
+            "POST",
+            f"/evaluations/{evaluation_id}/samples",
+            json_body={"samples": []},
+            deadline=deadline,
         )
     except PlatformUnreachable as e:
         raise AttachError(
