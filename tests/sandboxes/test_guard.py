@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from proctor.sandboxes.guard import ENV_METADATA_KEY, FILES_METADATA_KEY, RAY_JOB_CONFIG
+from proctor.sandboxes.guard import (
+    ENV_METADATA_KEY,
+    FILES_METADATA_KEY,
+    RAY_JOB_CONFIG,
+    WORKDIR_METADATA_KEY,
+)
 from tests.support.procs import gone, read_pid
 
 GUARD = [sys.executable, "-m", "proctor.sandboxes.guard"]
@@ -115,3 +121,34 @@ def test_a_ray_job_carries_the_sandbox_files_to_the_guard(
         check=True,
     )
     assert done.stdout == files["eval.toml"]
+
+
+def test_the_command_runs_in_the_work_dir_the_metadata_names(tmp_path: Path) -> None:
+    """Where `proctor eval` leaves its run dir: the sandbox's folder, made on the node, not
+    the folder Ray started the job in; a folder the node cannot make gives a temporary one."""
+    started_in = tmp_path / "ray-cwd"
+    started_in.mkdir()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    box = tmp_path / "box" / "work"
+    for named, expected in ((box, box), (blocker / "work", None)):
+        files = json.dumps({"eval.toml": 'env = "reverse-text"\n'})
+        metadata = {WORKDIR_METADATA_KEY: str(named), FILES_METADATA_KEY: files}
+        env = {**os.environ, RAY_JOB_CONFIG: json.dumps({"metadata": metadata})}
+        done = subprocess.run(
+            [*GUARD, "pwd; mkdir -p outputs/run-1"],
+            env=env,
+            cwd=started_in,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        ran_in = Path(done.stdout.strip())
+        assert (ran_in / "outputs" / "run-1").is_dir() and (ran_in / "eval.toml").is_file()
+        assert list(started_in.iterdir()) == []
+        if expected is not None:
+            assert ran_in == expected
+        else:
+            assert "cannot create the work dir" in done.stderr and str(ran_in) in done.stderr
+            shutil.rmtree(ran_in)

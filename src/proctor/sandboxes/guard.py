@@ -29,6 +29,12 @@ runs the command through `proctor.sandboxes.confine` on the node: the same confi
 local backend's (its own uid, root, network and cgroup), refused there in one sentence when
 the node cannot confine.
 
+The guard runs the command in the sandbox's work dir, which the job's metadata names (the
+launcher's per-sandbox folder, where a local sandbox runs too), creating it on the node; so
+the run directory `proctor eval` writes lands there, never in the working directory Ray
+starts jobs in. A node that cannot create it runs the command in a fresh temporary folder
+and says so in the job's log.
+
 The guard also writes the sandbox's files (`SandboxSpec.files`, the run's `eval.toml`) from
 the job's metadata into the command's working directory (the confinement's, when confined),
 and moves the sandbox's environment out of the job's metadata (see
@@ -63,6 +69,8 @@ CONFINE_METADATA_KEY = "proctor_confine"
 FILES_METADATA_KEY = "proctor_files"
 """The job-metadata entry that holds the files the command finds in its working directory
 (a JSON object, name -> text)."""
+WORKDIR_METADATA_KEY = "proctor_workdir"
+"""The job-metadata entry that names the sandbox's work dir on the node (a path)."""
 
 _DONE = b"done"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -94,41 +102,68 @@ def sandbox_environment(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def carried_files(environ: dict[str, str]) -> dict[str, str]:
-    """The files the job's metadata carries for the command's working directory."""
+def _metadata(environ: dict[str, str], key: str) -> str | None:
     raw = environ.get(RAY_JOB_CONFIG)
     if raw is None:
-        return {}
+        return None
     try:
-        text = json.loads(raw).get("metadata", {}).get(FILES_METADATA_KEY)
-        files = json.loads(text) if text else {}
+        value = json.loads(raw).get("metadata", {}).get(key)
     except (ValueError, AttributeError, TypeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def carried_files(environ: dict[str, str]) -> dict[str, str]:
+    """The files the job's metadata carries for the command's working directory."""
+    text = _metadata(environ, FILES_METADATA_KEY)
+    try:
+        files = json.loads(text) if text else {}
+    except ValueError:
         return {}
     return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
 
 
 def confinement(environ: dict[str, str]) -> dict[str, Any] | None:
     """The confinement policy the job's metadata carries, if any."""
-    raw = environ.get(RAY_JOB_CONFIG)
-    if raw is None:
-        return None
+    text = _metadata(environ, CONFINE_METADATA_KEY)
     try:
-        text = json.loads(raw).get("metadata", {}).get(CONFINE_METADATA_KEY)
         policy = json.loads(text) if text else None
-    except (ValueError, AttributeError, TypeError):
+    except ValueError:
         return None
     return policy if isinstance(policy, dict) else None
 
 
+def workdir(environ: dict[str, str], *, create: bool) -> str | None:
+    """The sandbox's work dir on this node, as the job's metadata names it (None: none
+    named). `create`: make it now (a confined command's confinement makes its own), or a
+    fresh temporary folder instead, said on stderr, when this node cannot."""
+    path = _metadata(environ, WORKDIR_METADATA_KEY)
+    if path is None or not create:
+        return path
+    try:
+        os.makedirs(path, exist_ok=True)
+        return path
+    except OSError as e:
+        fallback = tempfile.mkdtemp(prefix="proctor-work-")
+        print(
+            f"proctor guard: cannot create the work dir {path} on this node ({e.strerror}); "
+            f"running in {fallback}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return fallback
+
+
 def confined_command(
-    policy: dict[str, Any], command: str, env: dict[str, str]
+    policy: dict[str, Any], command: str, env: dict[str, str], workdir: str | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment that run `command` under `policy` on this node: the
-    sandbox's variables go to the confinement in a file only root reads, never as its own."""
+    """The argv and environment that run `command` under `policy` on this node (in
+    `workdir`; None: a scratch folder): the sandbox's variables go to the confinement in a
+    file only root reads, never as its own."""
     fd, path = tempfile.mkstemp(prefix="proctor-env-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump({k: v for k, v in env.items() if k != RAY_JOB_CONFIG}, f)
-    full = {**policy, "command": command, "env_file": path, "workdir": None}
+    full = {**policy, "command": command, "env_file": path, "workdir": workdir}
     argv = [sys.executable, "-m", "proctor.sandboxes.confine", json.dumps(full)]
     return argv, {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")}
 
@@ -197,11 +232,15 @@ def run(command: str) -> int:
     env = sandbox_environment(dict(os.environ))
     policy = confinement(dict(os.environ))
     files = carried_files(dict(os.environ))
+    cwd = workdir(dict(os.environ), create=policy is None)
     if policy is not None:
-        argv, env = confined_command({**policy, "files": files}, command, env)
+        argv, env = confined_command({**policy, "files": files}, command, env, cwd)
+        cwd = None  # the confinement enters it
     else:
-        place_files(Path.cwd(), files)
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+        if cwd is not None:
+            env["PWD"] = cwd
+        place_files(Path(cwd) if cwd is not None else Path.cwd(), files)
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True)
     os.write(write_fd, f"{proc.pid}\n".encode())
     deadline: float | None = None
     while True:

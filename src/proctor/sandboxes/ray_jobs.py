@@ -7,8 +7,10 @@ environment (secrets included) travels in the job's metadata, which Ray hands th
 entrypoint only through its environment; the guard moves it into the command's. Not in
 `runtime_env.env_vars`: Ray puts those on the command line of `setup_worker.py` on the node,
 where any local user reads them in `ps`. Either way the job API shows them to whoever holds
-it, as it lets them run any code on the cluster. Logs, status and the driver's exit code
-come from the job API, and stopping goes through it too.
+it, as it lets them run any code on the cluster. The command runs in the sandbox's work dir
+(the metadata names it; the guard creates it on the node), as a local sandbox does: its run
+directory is never left in the working directory Ray starts jobs in. Logs, status and the
+driver's exit code come from the job API, and stopping goes through it too.
 Needs the optional extra: `pip install 'proctor[ray]'`.
 """
 
@@ -27,7 +29,12 @@ from pydantic import BaseModel, Field
 
 from proctor.errors import ConfigError, SandboxError
 from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy
-from proctor.sandboxes.guard import CONFINE_METADATA_KEY, ENV_METADATA_KEY, FILES_METADATA_KEY
+from proctor.sandboxes.guard import (
+    CONFINE_METADATA_KEY,
+    ENV_METADATA_KEY,
+    FILES_METADATA_KEY,
+    WORKDIR_METADATA_KEY,
+)
 from proctor.sandboxes.local import Isolation
 from proctor.sandboxes.sandbox import (
     BackendName,
@@ -146,6 +153,8 @@ class RaySandbox:
         }
         if spec.files:
             metadata[FILES_METADATA_KEY] = json.dumps(spec.files)  # written by the guard
+        if spec.workdir is not None:
+            metadata[WORKDIR_METADATA_KEY] = str(spec.workdir)
         if self.isolation == "bwrap":
             # Applied by the guard on the node; the command and environment join it there.
             policy = Policy(
@@ -175,7 +184,12 @@ class RaySandbox:
             )
         except Exception as e:
             raise SandboxError(f"Ray refused the job for {spec.evaluation_id}: {e}") from e
-        logger.info("submitted Ray job %s for %s", submission_id, spec.evaluation_id)
+        logger.info(
+            "submitted Ray job %s for %s (work dir %s)",
+            submission_id,
+            spec.evaluation_id,
+            spec.workdir or "Ray's",
+        )
         return SandboxHandle(backend="ray", ref=submission_id)
 
     def adoptable(self, handle: SandboxHandle) -> bool:
