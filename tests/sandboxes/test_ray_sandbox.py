@@ -1,7 +1,8 @@
 """The Ray sandbox backend against a real local head node (one per module: Ray starts slowly).
 
-Ray binds every interface; scripts/test runs the suite inside `unshare --net`, so the head
-node is only reachable on loopback.
+The node is this module's own (`tests.support.ray`): stopped by PID, it leaves other
+modules' clusters alone. Ray binds every interface; scripts/test runs the suite inside
+`unshare --net`, so the head node is only reachable on loopback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,42 +25,23 @@ import pytest
 
 from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
 from tests.support.platform import Platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, gone, read_pid, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, gone, read_pid
+from tests.support.ray import RayCluster, ray_cluster, wait_job_logs
 
 pytestmark = pytest.mark.ray
 
-RAY = str(Path(sys.executable).with_name("ray"))
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    """A Ray head node of this module's own, bound to loopback."""
+    with ray_cluster(head_cpus=2) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """The job API address of a Ray head node bound to loopback."""
-    dashboard_port = free_port()
-    # Ray's socket paths must stay short, so its temp dir lives directly under /tmp.
-    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    args = [
-        RAY,
-        "start",
-        "--head",
-        "--node-ip-address=127.0.0.1",
-        f"--port={free_port()}",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard_port}",
-        "--include-dashboard=true",
-        "--disable-usage-stats",
-        "--num-cpus=2",
-        f"--temp-dir={temp_dir}",
-    ]
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    started = subprocess.run(args, env=env, capture_output=True, text=True, timeout=180)
-    address = f"http://127.0.0.1:{dashboard_port}"
-    try:
-        assert started.returncode == 0, started.stdout + started.stderr
-        wait_http(f"{address}/api/version", timeout=120)
-        yield address
-    finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+def ray_address(cluster: RayCluster) -> str:
+    """The job API address of the module's head node."""
+    return cluster.address
 
 
 @pytest.fixture(scope="module")
@@ -132,16 +113,38 @@ def test_job_gets_env_and_reports_output_and_exit_code(backend) -> None:  # type
     assert watch.scans > 3 and watch.leaks == []
     assert "ray-s3cret" not in handle.ref
     assert state.exit_code == 4
-    assert "id=ev-ray key=ray-s3cret-5f1e" in backend.logs(handle)
+    wait_job_logs(backend._client, handle.ref, "id=ev-ray key=ray-s3cret-5f1e")
     info = backend._client.get_job_info(handle.ref)
     assert "ray-s3cret" not in info.entrypoint and "ray-s3cret" not in str(info.runtime_env)
 
 
-def test_successful_job_exits_zero(backend) -> None:  # type: ignore[no-untyped-def]
-    handle = backend.start(SandboxSpec(evaluation_id="ev-ok", command="echo fine"))
-    state = _wait_exit(backend, handle)
+def test_stopping_another_cluster_leaves_this_one_running(cluster: RayCluster, backend) -> None:  # type: ignore[no-untyped-def]
+    """Clusters stop by PID (`tests.support.ray`), so modules on xdist workers or the
+    verifiers tier beside the main one never end each other's."""
+    ours = {p.pid for p in cluster.daemons()}
+    with ray_cluster(head_cpus=1) as other:
+        theirs = {p.pid for p in other.processes()}
+        assert theirs and not theirs & {p.pid for p in cluster.processes()}
+    assert all(gone(pid, timeout=30) for pid in theirs)
+    assert {p.pid for p in cluster.daemons()} == ours  # (its GCS, raylet, dashboard...)
+    handle = backend.start(SandboxSpec(evaluation_id="ev-after", command="echo still here"))
+    assert _wait_exit(backend, handle).exit_code == 0
+    assert "still here" in wait_job_logs(backend._client, handle.ref, "still here")
+
+
+def test_successful_job_exits_zero_in_its_work_dir(  # type: ignore[no-untyped-def]
+    plain, cluster: RayCluster, tmp_path: Path
+) -> None:
+    box = tmp_path / "box" / "work"
+    spec = SandboxSpec(evaluation_id="ev-ok", command="pwd; echo fine", workdir=box)
+    handle = plain.start(spec)
+    state = _wait_exit(plain, handle)
     assert (state.running, state.exit_code) == (False, 0)
-    assert "fine" in backend.logs(handle)
+    assert str(box) in wait_job_logs(plain._client, handle.ref, "fine").splitlines()
+    # Without a work dir a job runs where the nodes do (a clone's root, run from there).
+    bare = plain.start(SandboxSpec(evaluation_id="ev-bare", command="pwd"))
+    assert _wait_exit(plain, bare).exit_code == 0
+    wait_job_logs(plain._client, bare.ref, str(cluster.cwd))
 
 
 # A shell whose child starts `sleep 300` and exits at once: the sleep is an orphan,
@@ -210,7 +213,7 @@ def test_the_guard_confines_the_job_on_the_node(backend, tmp_path: Path) -> None
         state = _wait_exit(backend, handle)
     finally:
         listener.close()
-    logs = backend.logs(handle)
+    logs = wait_job_logs(backend._client, handle.ref, "key=k1")
     assert state.exit_code == 0, logs
     uid = int(logs.split("\nuid ")[1].split()[0])
     assert uid in uid_range(DEFAULT_UIDS)
@@ -244,12 +247,13 @@ def ray_launcher(
 
 @pytest.mark.e2e
 def test_ray_launcher_runs_a_hosted_eval_end_to_end(
-    ray_address: str, demo_model: str, tmp_path: Path
+    cluster: RayCluster, demo_model: str, tmp_path: Path
 ) -> None:
-    """`proctor launcher --sandbox ray` runs the real CLI as a Ray job for a real server."""
+    """`proctor launcher --sandbox ray` runs the real CLI as a Ray job for a real server;
+    the run directory is left where a local sandbox's is, not where Ray starts jobs."""
     from tests.e2e.hosted_helpers import create_hosted, wait_closed
 
-    with ray_launcher(ray_address, tmp_path) as (plat, launcher):
+    with ray_launcher(cluster.address, tmp_path) as (plat, launcher):
         client = plat.client()
         secret = "ray-e2e-secret-91d2"
         evaluation_id = create_hosted(
@@ -268,6 +272,13 @@ def test_ray_launcher_runs_a_hosted_eval_end_to_end(
         logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
         assert "finalized" in logs and secret not in logs
         assert secret not in launcher.output() and secret not in plat.process.output()
+    # Where the launcher's log says the job works: the run dir is there, and nothing is in
+    # the folder the nodes (and so jobs without a working_dir) run in.
+    work = Path(plat.data_dir) / "sandboxes" / evaluation_id / "work"
+    assert f"for {evaluation_id} (work dir {work})" in launcher.output()
+    runs = [run for run in (work / "outputs").iterdir() if (run / "config.toml").is_file()]
+    assert len(runs) == 1, sorted((work / "outputs").iterdir())
+    assert list(cluster.cwd.iterdir()) == []
 
 
 @pytest.mark.e2e

@@ -1,0 +1,257 @@
+"""A Ray cluster of its own for a test module: a head node and optional worker nodes on
+loopback, stopped by PID, so clusters of several modules (or xdist workers) live side by side.
+
+`ray stop --force` would kill every Ray process on the machine, another module's cluster
+included. Here each node is a `ray start` with ports of its own and a `--temp-dir` under
+the cluster's one short folder in /tmp (Ray's socket paths must stay short); `stop` ends
+only the processes whose command line names that folder or the cluster's GCS address, and
+everything below them (Ray's workers rename themselves `ray::...`, and jobs' entrypoints
+and their commands run under those workers): SIGTERM, then SIGKILL after a bounded wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.support.procs import free_port, wait_http
+from tests.support.waiting import wait_until
+
+RAY = str(Path(sys.executable).with_name("ray"))
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+"""Each node's object store: tests move no objects, and Ray's default is 30% of memory."""
+
+
+@dataclass
+class RayNode:
+    """One `ray start` of the cluster."""
+
+    name: str
+    """`head`, `worker1`, `worker2`..."""
+    temp_dir: Path
+    """Its `--temp-dir`: the node's session folder and logs lie below it."""
+    node_manager_port: int
+    """Its node manager's port (`--node-manager-port`), which names it in Ray's node table."""
+
+
+@dataclass
+class RayCluster:
+    """A running cluster: its job API address, its GCS address, its nodes."""
+
+    root: Path
+    """The folder every node's `--temp-dir` lies in (`/tmp/ray-XXXXXX`)."""
+    gcs_port: int
+    dashboard_port: int
+    cwd: Path
+    """The folder every node runs in: where a job without a `working_dir` starts."""
+    nodes: list[RayNode] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """The job API (dashboard) address, as `--ray-address` takes it."""
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def gcs_address(self) -> str:
+        """The address worker nodes join (`ray start --address`)."""
+        return f"127.0.0.1:{self.gcs_port}"
+
+    def owns(self, cmdline: list[str]) -> bool:
+        """Whether a process with this command line is one of this cluster's Ray processes."""
+        root = str(self.root)
+        return any(arg == root or f"{root}/" in arg or self.gcs_address in arg for arg in cmdline)
+
+    def daemons(self) -> list[psutil.Process]:
+        """This cluster's Ray daemons (GCS, raylets, dashboard, monitors): the live processes
+        whose command line names its folder or its GCS address."""
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if proc.pid != os.getpid() and self.owns(proc.info["cmdline"] or []):
+                    found.append(proc)
+        return [p for p in found if _alive(p)]
+
+    def processes(self) -> list[psutil.Process]:
+        """This cluster's live processes: its daemons and everything below them (workers,
+        job supervisors, jobs' entrypoints and the commands they run)."""
+        found: dict[int, psutil.Process] = {}
+        for proc in self.daemons():
+            found[proc.pid] = proc
+            with contextlib.suppress(psutil.Error):
+                for child in proc.children(recursive=True):
+                    found[child.pid] = child
+        found.pop(os.getpid(), None)  # (never the test process, whatever its arguments)
+        return [p for p in found.values() if _alive(p)]
+
+    def alive_nodes(self) -> int:
+        """How many nodes the cluster's GCS counts as alive (0 while it cannot answer)."""
+        try:
+            answer = httpx.get(f"{self.address}/nodes", params={"view": "summary"}, timeout=5)
+            summary = answer.json()["data"]["summary"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return 0
+        return sum(1 for node in summary if node.get("raylet", {}).get("state") == "ALIVE")
+
+    def stop(self, grace: float = 5.0) -> None:
+        """End this cluster's processes (SIGTERM, then SIGKILL after `grace` seconds), and
+        remove its folder. Other clusters on the machine are left alone."""
+        for _ in range(3):  # a process may start a child while the first ones are ending
+            procs = self.processes()
+            if not procs:
+                break
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    proc.terminate()
+            _, alive = psutil.wait_procs(procs, timeout=grace)
+            for proc in alive:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            psutil.wait_procs(alive, timeout=grace)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _node_args(node: RayNode, cpus: int) -> list[str]:
+    return [
+        "--node-ip-address=127.0.0.1",
+        f"--temp-dir={node.temp_dir}",
+        f"--num-cpus={cpus}",
+        f"--object-store-memory={OBJECT_STORE_BYTES}",
+        f"--node-manager-port={node.node_manager_port}",
+        f"--object-manager-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        "--min-worker-port=0",  # workers bind ports the kernel picks: no range to share
+        "--max-worker-port=0",
+        "--disable-usage-stats",
+    ]
+
+
+def start_cluster(
+    *, workers: int = 0, head_cpus: int = 2, worker_cpus: int = 1, cwd: Path | None = None
+) -> RayCluster:
+    """Start a head node and `workers` worker nodes on 127.0.0.1 and wait until every node
+    is alive and the job API takes jobs.
+
+    `cwd` is where the nodes run (what a job without a `working_dir` starts in); default a
+    folder of the cluster's own, so nothing a job writes lands in the test's checkout.
+    """
+    root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    workdir = cwd or root / "cwd"
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = RayCluster(root, gcs_port=free_port(), dashboard_port=free_port(), cwd=workdir)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        head = RayNode("head", root / "head", free_port())
+        cluster.nodes.append(head)
+        _start_in(workdir, env, ["--head", *_head_args(cluster), *_node_args(head, head_cpus)])
+        wait_http(f"{cluster.address}/api/version", timeout=120)
+        for i in range(1, workers + 1):
+            node = RayNode(f"worker{i}", root / f"worker{i}", free_port())
+            cluster.nodes.append(node)
+            _start_in(
+                workdir,
+                env,
+                [f"--address={cluster.gcs_address}", *_node_args(node, worker_cpus)],
+            )
+        wait_until(
+            lambda: cluster.alive_nodes() == workers + 1,
+            timeout=120,
+            interval=0.5,
+            what=f"{workers + 1} Ray nodes alive",
+        )
+        _wait_for_jobs(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _head_args(cluster: RayCluster) -> list[str]:
+    return [
+        f"--port={cluster.gcs_port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={cluster.dashboard_port}",
+        "--include-dashboard=true",
+        f"--ray-client-server-port={free_port()}",
+    ]
+
+
+def _start_in(cwd: Path, env: dict[str, str], args: list[str]) -> None:
+    started = subprocess.run(
+        [RAY, "start", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
+    )
+    if started.returncode != 0:
+        raise RuntimeError(f"`ray start` failed:\n{started.stdout}{started.stderr}")
+
+
+def _wait_for_jobs(cluster: RayCluster) -> None:
+    """Submit a trivial job until the job API takes it (its agent registers after the node),
+    and wait until it has run."""
+    from ray.job_submission import JobSubmissionClient
+
+    client: Any = JobSubmissionClient(cluster.address)
+
+    def submitted() -> str | None:
+        try:
+            return str(client.submit_job(entrypoint="true"))
+        except Exception:  # "No available agent to submit job", until the agent registers
+            return None
+
+    job = wait_until(submitted, timeout=120, interval=1.0, what="the Ray job API taking a job")
+
+    def finished() -> str | None:
+        status = str(getattr(client.get_job_status(job), "value", ""))
+        return status if status in ("SUCCEEDED", "FAILED", "STOPPED") else None
+
+    status = wait_until(finished, timeout=120, interval=0.5, what="the probe job finishing")
+    if status != "SUCCEEDED":
+        raise RuntimeError(f"the Ray probe job ended {status}: {client.get_job_logs(job)}")
+
+
+@contextlib.contextmanager
+def ray_cluster(**options: Any) -> Iterator[RayCluster]:
+    """`start_cluster(**options)`, stopped by PID on the way out."""
+    cluster = start_cluster(**options)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def wait_job_logs(client: Any, submission_id: str, text: str, timeout: float = 60.0) -> str:
+    """A Ray job's log once it holds `text`: Ray serves a job's log from the node's file,
+    which may still be empty (or short) just after the job ends."""
+    seen = [""]
+
+    def holds() -> str | None:
+        with contextlib.suppress(Exception):
+            seen[0] = str(client.get_job_logs(submission_id))
+        return seen[0] if text in seen[0] else None
+
+    return wait_until(
+        holds, timeout=timeout, interval=0.25, what=lambda: f"{text!r} in the job's log {seen[0]!r}"
+    )
+
+
+__all__ = ["RAY", "RayCluster", "RayNode", "ray_cluster", "start_cluster", "wait_job_logs"]
