@@ -254,4 +254,33 @@ def wait_job_logs(client: Any, submission_id: str, text: str, timeout: float = 6
     )
 
 
-__all__ = ["RAY", "RayCluster", "RayNode", "ray_cluster", "start_cluster", "wait_job_logs"]
+def job_processes(cluster: RayCluster, submission_id: str) -> tuple[str, list[psutil.Process]]:
+    """Where a running Ray job runs and its processes: the node id and the whole tree below
+    its supervisor actor (the entrypoint, the command, all they started), found through
+    Ray's state API (the supervisor's pid), then psutil; empty while it has none yet."""
+    from ray.dashboard.modules.job.common import JOB_ACTOR_NAME_TEMPLATE
+    from ray.util.state import list_actors
+
+    name = JOB_ACTOR_NAME_TEMPLATE.format(job_id=submission_id)
+    try:
+        actors = list_actors(address=cluster.address, filters=[("name", "=", name)], timeout=30)
+    except Exception:  # the state API times out on a busy machine: the caller asks again
+        return "", []
+    for actor in actors:
+        if actor.state != "ALIVE" or not actor.pid:
+            continue
+        with contextlib.suppress(psutil.Error):
+            tree = psutil.Process(actor.pid).children(recursive=True)
+            return str(actor.node_id), [p for p in tree if _alive(p)]
+    return "", []
+
+
+__all__ = [
+    "RAY",
+    "RayCluster",
+    "RayNode",
+    "job_processes",
+    "ray_cluster",
+    "start_cluster",
+    "wait_job_logs",
+]

@@ -48,6 +48,8 @@ from proctor.sandboxes.sandbox import (
 logger = logging.getLogger(__name__)
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+LOG_WAIT_SECONDS = 5.0
+"""How long `logs` asks again for an ended job's log while Ray answers with nothing."""
 
 
 class Config(BaseModel):
@@ -221,12 +223,20 @@ class RaySandbox:
         return SandboxState(running=False, exit_code=code, detail=detail)
 
     def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
-        """The job's driver log so far, cut to its tail."""
-        try:
-            text = self._client.get_job_logs(handle.ref)
-        except Exception:
-            return ""
-        return tail_text(str(text).encode("utf-8", errors="replace"), tail_bytes)
+        """The job's driver log so far, cut to its tail.
+
+        Just after a job ends, or on a busy cluster, Ray may answer with nothing (a timeout,
+        an agent not yet found): an ended job's log is asked again for up to
+        `LOG_WAIT_SECONDS`, so a failed shard's error carries its output."""
+        deadline = time.monotonic() + LOG_WAIT_SECONDS
+        while True:
+            try:
+                text = str(self._client.get_job_logs(handle.ref))
+            except Exception:
+                text = ""
+            if text or time.monotonic() >= deadline or self.poll(handle).running:
+                return tail_text(text.encode("utf-8", errors="replace"), tail_bytes)
+            time.sleep(0.25)
 
     def stop(self, handle: SandboxHandle, *, grace_seconds: float = 5.0) -> None:
         """Ask Ray to stop the job (it SIGTERMs, then kills) and wait until it has stopped."""
