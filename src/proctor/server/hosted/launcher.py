@@ -321,20 +321,7 @@ class Launcher:
                 handle = SandboxHandle.from_token(
                     self.backend.name, hosted.sandbox_handle, log_path=hosted.log_path
                 )
-                evaluations.transition(session, hosted.evaluation_id, Event.START, now=now)
-                logger.info(
-                    "launcher %s adopts the sandbox of %s", self.launcher_id, hosted.evaluation_id
-                )
-                self._watched[hosted.evaluation_id] = _Watched(
-                    hosted.evaluation_id,
-                    handle,
-                    as_utc(hosted.started_at) or now,
-                    hosted.timeout_minutes,
-                    hosted.expected_samples,
-                    # Adopted from a launcher that stopped: what it ran before is known only
-                    # from the wall clock, once; from now on the monotonic clock counts.
-                    started_mono=time.monotonic() - _ran_for(hosted.started_at, now),
-                )
+                self._watch_adopted(session, hosted, now, handle=handle)
 
     def _adopt_sharded(
         self, session: Session, hosted: HostedEvaluation, evaluation: Evaluation, now: datetime
@@ -348,18 +335,34 @@ class Launcher:
             reason = f"its {hosted.backend} sandboxes cannot be reached by this launcher"
             self._close(session, hosted, now, status="FAILED", error=reason)
             return
+        shards = self._shard_set(
+            hosted.evaluation_id, evaluation.user_id, shard_count(hosted.config), rows=rows
+        )
+        self._watch_adopted(session, hosted, now, shards=shards)
+
+    def _watch_adopted(
+        self,
+        session: Session,
+        hosted: HostedEvaluation,
+        now: datetime,
+        *,
+        handle: SandboxHandle | None = None,
+        shards: ShardSet | None = None,
+    ) -> None:
+        """Mark an adopted evaluation RUNNING and watch its sandbox (or its shards)."""
         evaluations.transition(session, hosted.evaluation_id, Event.START, now=now)
-        logger.info("launcher %s adopts the shards of %s", self.launcher_id, hosted.evaluation_id)
+        what = "sandbox" if shards is None else "shards"
+        logger.info("launcher %s adopts the %s of %s", self.launcher_id, what, hosted.evaluation_id)
         self._watched[hosted.evaluation_id] = _Watched(
             hosted.evaluation_id,
-            None,
+            handle,
             as_utc(hosted.started_at) or now,
             hosted.timeout_minutes,
             hosted.expected_samples,
+            # Adopted from a launcher that stopped: what it ran before is known only from the
+            # wall clock, once; from now on the monotonic clock counts.
             started_mono=time.monotonic() - _ran_for(hosted.started_at, now),
-            shards=self._shard_set(
-                hosted.evaluation_id, evaluation.user_id, shard_count(hosted.config), rows=rows
-            ),
+            shards=shards,
         )
 
     def _box(self, evaluation_id: str) -> Path:
