@@ -300,6 +300,7 @@ def test_add_a_sandbox_backend(tree: Tree) -> None:
     tree.holds("Add a sandbox backend", name="echo")
     tree.pytest(
         "tests/sandboxes/test_walk_backend.py",
+        "tests/sandboxes/test_backends.py::test_every_backend_option_is_documented",
         "tests/test_docs.py::test_every_setting_is_documented",
         "tests/test_docs.py::test_documented_setting_defaults_match_the_code",
         "tests/test_docs.py::test_every_variable_the_code_reads_is_documented",

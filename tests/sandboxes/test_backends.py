@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from proctor.errors import ConfigError
@@ -10,7 +12,7 @@ from proctor.sandboxes import local as local_backend
 from proctor.sandboxes.confine import Limits
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.sandbox import SandboxHandle
-from proctor.server.hosted.settings import LauncherSettings
+from proctor.server.hosted.settings import LauncherSettings, backend_variables
 
 
 def test_the_registered_backends() -> None:
@@ -70,6 +72,13 @@ def test_each_backend_option_is_validated_at_start_up_naming_its_variable(
     with pytest.raises(ConfigError, match=variable) as refused:
         LauncherSettings.load(sandbox="ray", **settings)
     assert "\n" not in str(refused.value)
+
+
+def test_every_backend_option_is_documented() -> None:
+    documented = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    variables = [v for t in backends.backend_types() for v in backend_variables(t)]
+    assert "PROCTOR_HOSTED_RAY_ADDRESS" in variables
+    assert [v for v in variables if f"| `{v}` |" not in documented] == []
 
 
 def test_each_backend_stores_its_handle_in_its_own_format() -> None:

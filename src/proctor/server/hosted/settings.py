@@ -167,9 +167,7 @@ class LauncherSettings(BaseSettings):
         """The backend's name and own options by the variables that set them, e.g.
         `{"PROCTOR_HOSTED_SANDBOX": "ray", "PROCTOR_HOSTED_RAY_ADDRESS": "http://..."}`."""
         type_ = self.sandbox.type
-        own = {
-            f"{PREFIX}{type_}_{o}".upper(): getattr(self.sandbox, o) for o in _own_options(type_)
-        }
+        own = {backend_variable(type_, o): getattr(self.sandbox, o) for o in _own_options(type_)}
         return {f"{PREFIX}SANDBOX": type_, **own}
 
     def sandbox_environment(self) -> dict[str, str]:
@@ -206,11 +204,21 @@ class _Variables(EnvSettingsSource):
         data = super().__call__()
         for type_ in backend_types():
             for option in _own_options(type_):
-                name = f"{self.env_prefix}{type_}_{option}"
+                name = backend_variable(type_, option)
                 value = self.env_vars.get(name if self.case_sensitive else name.lower())
                 if value is not None:
                     data[f"{type_}_{option}"] = value
         return data
+
+
+def backend_variables(type_: str) -> list[str]:
+    """The variables of a backend's own options, e.g. `["PROCTOR_HOSTED_RAY_ADDRESS", ...]`."""
+    return [backend_variable(type_, option) for option in _own_options(type_)]
+
+
+def backend_variable(type_: str, option: str) -> str:
+    """`PROCTOR_HOSTED_<TYPE>_<OPTION>`: the variable of one of a backend's own options."""
+    return f"{PREFIX}{type_}_{option}".upper()
 
 
 def _own_options(type_: str) -> list[str]:
