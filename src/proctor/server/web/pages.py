@@ -372,8 +372,17 @@ class SampleNav(_Model):
     """The samples one click away from a sample."""
 
     previous: SampleLink | None
-    """The sample uploaded before it (None for the first)."""
+    """The sample before it in `order` (None for the first)."""
     next: SampleLink | None
+    order: str
+    """The list previous and next follow: the samples table's sort and filter the user
+    came from (carried in the URL), else upload order."""
+    previous_query: str
+    """What the previous link adds to its URL to keep following that list ("" in upload
+    order)."""
+    next_query: str
+    list_query: str
+    """The samples page of that list holding this sample (its query string)."""
     rollouts: list[SampleLink]
     """Its example's rollouts, itself included, in rollout order (empty without an example)."""
     more_rollouts: bool

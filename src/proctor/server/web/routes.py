@@ -411,6 +411,23 @@ def samples(
     return render(request, "samples.html", page, principal)
 
 
+def _listing(
+    query: SamplesQueryDep,
+    at: Annotated[str | None, Query(max_length=24)] = None,
+) -> views.SampleListing | None:
+    """The samples table a sample page was opened from (its sort and filter, and `at`, the
+    sample's position in it), which previous and next follow; None without `at`."""
+    position = _integer("at", at)
+    if position is None:
+        return None
+    if position < 0:
+        raise BadRequest("Query parameter 'at' must be 0 or more; fix the URL.")
+    return views.SampleListing(query=query, at=position)
+
+
+ListingDep = Annotated[views.SampleListing | None, Depends(_listing)]
+
+
 @router.get("/evaluations/{evaluation_id}/sample")
 def sample_by_query(
     request: Request,
@@ -418,9 +435,10 @@ def sample_by_query(
     session: ReadSession,
     settings: SettingsDep,
     id: Annotated[str, Query(min_length=1, max_length=200)],
+    listing: ListingDep,
 ) -> Response:
     """One sample named in the query (`?id=`), so any id works, with `/` or `..` in it."""
-    return sample(request, evaluation_id, id, session, settings)
+    return sample(request, evaluation_id, id, session, settings, listing)
 
 
 @router.get("/evaluations/{evaluation_id}/samples/{sample_id}")
@@ -430,11 +448,13 @@ def sample(
     sample_id: str,
     session: ReadSession,
     settings: SettingsDep,
+    listing: ListingDep,
 ) -> Response:
-    """One sample: transcript, rewards, metrics, timing, token usage, error."""
+    """One sample: transcript, rewards, metrics, timing, token usage, error; previous and
+    next follow the samples table it was opened from (`sort`, `errored`, `example`, `at`)."""
     principal = web_session.current_principal(request, session, settings)
     page = views.sample_page(
-        session, principal, evaluation_id, sample_id, settings.resolved_public_url()
+        session, principal, evaluation_id, sample_id, settings.resolved_public_url(), listing
     )
     return render(request, "sample.html", page, principal)
 

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from fastapi import FastAPI
 from markupsafe import Markup
@@ -501,20 +502,138 @@ def _link(row: SampleRow) -> SampleLink:
     )
 
 
-def sample_nav(session: Session, evaluation: Evaluation, sample: SampleRow) -> SampleNav:
-    """The samples before and after it (upload order) and its example's rollouts."""
-    # `seq` numbers an evaluation's samples 1..N without holes: the neighbours are seq ± 1.
-    around = service.list_sample_rows(session, evaluation, limit=3, offset=sample.seq - 2)
-    by_seq = {row.seq: row for row in around}
+ORDER_LABELS = {
+    "seq": "upload order",
+    "-reward": "reward, high first",
+    "reward": "reward, low first",
+}
+NAV_WINDOW = 50
+"""How far from where the table showed it a sample is looked for (a live list moves)."""
+
+
+@dataclass(frozen=True)
+class SampleListing:
+    """The samples table a sample was opened from: its query, and the sample's position in
+    the whole filtered, sorted list (0-based; the table's links carry both)."""
+
+    query: SamplesQuery
+    at: int
+
+    def params(self, at: int | None = None) -> dict[str, Any]:
+        """The list's query parameters (with `at`, the position, when given)."""
+        query = self.query
+        params: dict[str, Any] = {"sort": query.sort}
+        if query.errored is not None:
+            params["errored"] = "yes" if query.errored else "no"
+        if query.example is not None:
+            params["example"] = query.example
+        if query.limit != SamplesQuery.limit:
+            params["limit"] = query.limit
+        return params if at is None else {**params, "at": at}
+
+    def label(self) -> str:
+        query = self.query
+        parts = [ORDER_LABELS.get(query.sort, query.sort)]
+        if query.errored is not None:
+            parts.append("errored only" if query.errored else "without errors")
+        if query.example is not None:
+            parts.append(f"example {query.example}")
+        return ", ".join(parts)
+
+
+def _rows(
+    session: Session, evaluation: Evaluation, query: SamplesQuery, offset: int, limit: int
+) -> list[SampleRow]:
+    # The very query the samples table pages with, so the neighbours are the table's.
+    order = SORTS.get(query.sort)
+    if order is None:
+        raise BadRequest(
+            f"Unknown sort {query.sort!r}; use one of {', '.join(SORTS)}.", code="invalid_query"
+        )
+    return service.list_sample_rows(
+        session,
+        evaluation,
+        limit=limit,
+        offset=offset,
+        order=order,
+        errored=query.errored,
+        example_id=query.example,
+    )
+
+
+def _neighbours(
+    session: Session, evaluation: Evaluation, sample: SampleRow, listing: SampleListing
+) -> tuple[int, SampleRow | None, SampleRow | None] | None:
+    """The sample's position in the listing and the rows before and after it there; None
+    when it is not within `NAV_WINDOW` of where the table showed it."""
+    for start, limit in (
+        (max(listing.at - 1, 0), 3),
+        (max(listing.at - NAV_WINDOW, 0), 2 * NAV_WINDOW + 2),
+    ):
+        rows = _rows(session, evaluation, listing.query, start, limit)
+        index = next((i for i, row in enumerate(rows) if row.id == sample.id), None)
+        if index is None:
+            continue
+        if index == 0 and start > 0:
+            before = _rows(session, evaluation, listing.query, start - 1, 1)
+            previous = before[0] if before else None
+        else:
+            previous = rows[index - 1] if index > 0 else None
+        following = rows[index + 1] if index + 1 < len(rows) else None
+        if following is None and index + 1 == limit:
+            after = _rows(session, evaluation, listing.query, start + limit, 1)
+            following = after[0] if after else None
+        return start + index, previous, following
+    return None
+
+
+def sample_nav(
+    session: Session,
+    evaluation: Evaluation,
+    sample: SampleRow,
+    listing: SampleListing | None = None,
+) -> SampleNav:
+    """The samples before and after it, in the samples table's order and filter it was
+    opened from (`listing`), else in upload order; and its example's rollouts."""
+    found = None
+    default = SamplesQuery()
+    if listing is not None and (
+        listing.query.sort,
+        listing.query.errored,
+        listing.query.example,
+    ) != (default.sort, default.errored, default.example):
+        found = _neighbours(session, evaluation, sample, listing)
+    if found is not None and listing is not None:
+        position, previous, following = found
+        order = listing.label()
+        previous_query = urlencode(listing.params(position - 1))
+        next_query = urlencode(listing.params(position + 1))
+        page = position // listing.query.limit + 1
+        list_query = urlencode({**listing.params(), "page": page})
+    else:
+        # `seq` numbers an evaluation's samples 1..N without holes: the neighbours are
+        # seq ± 1 (a range on the (evaluation, seq) key, not an offset scan).
+        around = service.list_sample_rows(session, evaluation, limit=3, offset=sample.seq - 2)
+        by_seq = {row.seq: row for row in around}
+        previous, following = by_seq.get(sample.seq - 1), by_seq.get(sample.seq + 1)
+        order = ORDER_LABELS["seq"]
+        if listing is not None and found is None and listing.query != default:
+            order += " (the sample has left the list it was opened from)"
+        previous_query = next_query = ""
+        limit = default.limit
+        list_query = urlencode({"page": (sample.seq - 1) // limit + 1})
     keys = []
     if sample.example_id is not None:
         keys = service.example_sample_keys(
             session, evaluation, sample.example_id, limit=ROLLOUTS_LISTED + 1
         )
-    previous, following = by_seq.get(sample.seq - 1), by_seq.get(sample.seq + 1)
     return SampleNav(
         previous=None if previous is None else _link(previous),
         next=None if following is None else _link(following),
+        order=order,
+        previous_query=previous_query,
+        next_query=next_query,
+        list_query=list_query,
         rollouts=[
             SampleLink(
                 sample_id=sample_id,
@@ -533,16 +652,22 @@ TRACE_INLINE_MAX = 200_000
 
 
 def sample_page(
-    session: Session, principal: Principal, evaluation_id: str, sample_id: str, public_url: str
+    session: Session,
+    principal: Principal,
+    evaluation_id: str,
+    sample_id: str,
+    public_url: str,
+    listing: SampleListing | None = None,
 ) -> SamplePage:
-    """One sample: transcript, rewards, metrics, timing, token usage and error."""
+    """One sample: transcript, rewards, metrics, timing, token usage and error; previous
+    and next follow `listing`, the samples table it was opened from."""
     evaluation, sample = service.get_sample(session, principal, evaluation_id, sample_id)
     raw = _sample_data(sample)
     episode_id = raw.get("episode_id")
     return SamplePage(
         evaluation=evaluation_row(evaluation, public_url),
         sample=sample_detail(sample),
-        nav=sample_nav(session, evaluation, sample),
+        nav=sample_nav(session, evaluation, sample, listing),
         raw=raw,
         # The records the traces service stored for this sample's episode, if any.
         traces=[
