@@ -173,6 +173,7 @@ def test_student_t_matches_scipy(df: int) -> None:
             2 * scipy_stats.t.sf(t, df), rel=1e-10, abs=1e-300
         )
         assert stats.t_cdf(-t, df) == pytest.approx(scipy_stats.t.cdf(-t, df), rel=1e-10)
+        assert stats.t_density(t, df) == pytest.approx(scipy_stats.t.pdf(t, df), rel=1e-10)
 
 
 def test_clustered_error_and_t_interval_match_statsmodels_at_ten_examples() -> None:

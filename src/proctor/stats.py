@@ -99,15 +99,40 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+def t_density(t: float, df: float) -> float:
+    """Student's t density with `df` degrees of freedom at `t`."""
+    log_front = math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_front - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The `p` quantile of Student's t with `df` degrees of freedom (bisection on `t_cdf`)."""
+    """The `p` quantile of Student's t with `df` degrees of freedom: Newton's method on
+    `t_cdf` from the normal quantile (a few steps; a live run's degrees of freedom change
+    with every batch, so this is computed on each poll), else bisection."""
     if not 0.0 < p < 1.0:
         raise ValueError("p must be in (0, 1)")
     if p == 0.5:
         return 0.0
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
+    t, last = _NORMAL.inv_cdf(p), math.inf
+    for _ in range(40):
+        density = t_density(t, df)
+        if not density > 0.0:
+            break
+        step = (t_cdf(t, df) - p) / density
+        if abs(step) >= last and last <= 1e-9 * max(1.0, t):
+            return t  # no longer shrinking: at the precision of `t_cdf`
+        t, last = t - step, abs(step)
+        if not t > 0.0 or not math.isfinite(t):
+            break
+        if last <= 1e-14 * max(1.0, t):
+            return t
+    return _t_quantile_bisection(p, df)
+
+
+def _t_quantile_bisection(p: float, df: float) -> float:
     low, high = 0.0, max(1.0, _NORMAL.inv_cdf(p))
     while t_cdf(high, df) < p:
         low, high = high, high * 2.0
