@@ -295,6 +295,57 @@ def stream_and_poll(
     return times, ingest
 
 
+def server_cpu_ns(pid: int) -> int:
+    """CPU time the process has used so far (ns): the sum over its threads' schedstat (finer
+    than the clock ticks of /proc/PID/stat; the server's threads live as long as it does)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+    return total
+
+
+def poll_cpu(
+    client: httpx.Client,
+    pid: int,
+    evaluation_id: str,
+    *,
+    first: int,
+    polls: int,
+    rollouts: int,
+    batch: int,
+    bearer: dict[str, str],
+) -> dict[str, list[float]]:
+    """The server process's CPU ms per live poll: post a batch and wait for it (the cache
+    misses, as after every batch of a live run), then poll as the page's script does (the
+    JSON twin, then the HTML it redraws from), one request at a time, reading the process's
+    CPU time around each request. Waiting for a core does not count, so a loaded machine
+    does not inflate it (its wall time, also returned, it does)."""
+    rng = random.Random("cpu")
+    result: dict[str, list[float]] = {"json": [], "html": [], "poll": [], "poll wall": []}
+    for index in range(polls):
+        start = first + index * batch
+        body = {"samples": [_sample(i, rollouts, rng) for i in range(start, start + batch)]}
+        path = f"/api/v1/evaluations/{evaluation_id}/samples"
+        response = client.post(path, json=body, headers=bearer)
+        if not response.is_success:
+            raise SystemExit(f"POST {path} answered {response.status_code}: {response.text[:300]}")
+        time.sleep(0.05)  # let the server's threads settle after the write
+        wall = time.perf_counter()
+        before = server_cpu_ns(pid)
+        for name, page in (("json", "?format=json"), ("html", "")):
+            at = server_cpu_ns(pid)
+            answer = client.get(f"/evaluations/{evaluation_id}{page}")
+            if answer.status_code != 200:
+                raise SystemExit(f"GET /evaluations/{evaluation_id}{page}: {answer.status_code}")
+            result[name].append((server_cpu_ns(pid) - at) / 1e6)
+        result["poll"].append((server_cpu_ns(pid) - before) / 1e6)
+        result["poll wall"].append((time.perf_counter() - wall) * 1000)
+    return result
+
+
 def statistics_cost(settings: Settings, evaluation_id: str, repeat: int) -> dict[str, list[float]]:
     """CPU ms of one poll's statistics (headline, pass@k, both histograms, errored counts),
     computed in this process from the tallies and, once, recounted from the samples.
@@ -336,6 +387,57 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+THIS, BASELINE = "this checkout", "baseline"
+
+
+def pages_and_api(
+    client: httpx.Client,
+    args: argparse.Namespace,
+    big: str,
+    other: str,
+    middle: int,
+    bearer: dict[str, str],
+) -> dict[str, dict[str, float | None]]:
+    """Cold time and p50/p99 of each page and statistics endpoint."""
+
+    pages = {
+        "evaluation page (HTML)": f"/evaluations/{big}",
+        "evaluation page (JSON twin)": f"/evaluations/{big}?format=json",
+        # A new pass threshold per request misses the statistics cache every time.
+        "evaluation page, statistics uncached": (f"/evaluations/{big}?pass_threshold=0.9{{i}}"),
+        "samples page 1": f"/evaluations/{big}/samples",
+        "samples page 1000 (seq range)": f"/evaluations/{big}/samples?page=1000",
+        "samples sorted by reward": f"/evaluations/{big}/samples?sort=-reward",
+        "samples errored only": f"/evaluations/{big}/samples?errored=yes",
+        "samples of one example": f"/evaluations/{big}/samples?example=777",
+        "sample page": f"/evaluations/{big}/samples/b-{middle}",
+        "evaluations list": "/evaluations",
+        f"compare (2 x {args.samples:,}, page 1)": f"/compare?ids={big},{other}",
+        "compare sorted by B - A over all examples": (f"/compare?ids={big},{other}&sort=diff"),
+        "compare sorted by widest spread over all examples": (
+            f"/compare?ids={big},{other}&sort=spread"
+        ),
+    }
+    uncached = {"evaluation page, statistics uncached"}
+    results = {
+        name: measure(client, path, args.uncached_repeat if name in uncached else args.repeat)
+        for name, path in pages.items()
+    }
+    api = {
+        "stats API": f"/api/v1/evaluations/{big}/stats",
+        "stats API, new pass threshold each time (uncached)": (
+            f"/api/v1/evaluations/{big}/stats?pass_threshold=0.8{{i}}"
+        ),
+        f"compare API (2 x {args.samples:,}, paired)": (
+            f"/api/v1/evaluations/compare?ids={big},{other}"
+        ),
+    }
+    for name, path in api.items():
+        repeat = args.uncached_repeat if "uncached" in name else args.repeat
+        results[name] = measure(client, path, repeat, headers=bearer)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=100_000)
@@ -354,6 +456,21 @@ def main() -> None:
         type=Path,
         default=None,
         help="seed the SQLite database once here and copy it for each run",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout (its src/): run the live phases against it too, interleaved",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="live phase: alternate the servers this often"
+    )
+    parser.add_argument(
+        "--cpu-polls", type=int, default=40, help="polls measured for the CPU per poll"
+    )
+    parser.add_argument(
+        "--live-only", action="store_true", help="only the live poll (wall and CPU), no pages"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the report here too")
     parser.add_argument("--append", action="store_true", help="append to --out, not replace")
@@ -382,21 +499,32 @@ def main() -> None:
             db.dispose()
         print(f"seeded 2 x {args.samples:,} samples in {seed_s:.1f} s", file=sys.stderr)
 
-        port = free_port()
         env = {"PROCTOR_BOOTSTRAP_KEY": KEY}
         if args.database_url:
             env["PROCTOR_DATABASE_URL"] = args.database_url
-        cmd = [*PROCTOR, "server", "--host", "127.0.0.1", "--port", str(port)]
-        url = f"http://127.0.0.1:{port}"
         bearer = {"Authorization": f"Bearer {KEY}", "Cookie": ""}
+        directories = {THIS: data_dir}
+        if args.baseline:
+            if args.database_url:
+                raise SystemExit("--baseline needs SQLite (each server gets its own copy)")
+            directories[BASELINE] = data_dir / "baseline"
+            directories[BASELINE].mkdir()
+            shutil.copyfile(data_dir / "proctor.db", directories[BASELINE] / "proctor.db")
 
-        def start_server() -> ManagedProcess:
+        def start_server(name: str) -> tuple[ManagedProcess, str]:
+            port = free_port()
+            source = {"PYTHONPATH": str(args.baseline / "src")} if name == BASELINE else {}
+            directory = directories[name]
+            where = ["--host", "127.0.0.1", "--port", str(port), "--data-dir", str(directory)]
             process = ManagedProcess(
-                [*cmd, "--data-dir", str(data_dir)], data_dir / "server.log", env=env
+                [*PROCTOR, "server", *where],
+                directory / "server.log",
+                env={**env, **source},
             )
             process.start()
-            wait_http(f"{url}/healthz", proc=process.proc, timeout=60)
-            return process
+            url = f"http://127.0.0.1:{port}"
+            wait_http(f"{url}/healthz", proc=process.proc, timeout=300)
+            return process, url
 
         def sign_in(client: httpx.Client) -> None:
             login = client.post("/login", data={"api_key": KEY}, follow_redirects=False)
@@ -404,135 +532,175 @@ def main() -> None:
             # The cookie is Secure (loopback), which httpx's jar only sends over HTTPS.
             client.headers["Cookie"] = login.headers["set-cookie"].split(";", 1)[0]
 
-        server = start_server()
+        servers = {name: start_server(name) for name in directories}
+        live_polls: dict[str, dict[str, list[float]]] = {name: {} for name in servers}
+        ingest: dict[str, list[float]] = {name: [] for name in servers}
+        poll_cpus: dict[str, dict[str, list[float]]] = {name: {} for name in servers}
+        results: dict[str, dict[str, float | None]] = {}
+        cpu: dict[str, list[float]] = {}
         try:
             # A recount (a pass mark the tallies do not hold) of a 1M-sample run takes long.
-            with httpx.Client(base_url=url, timeout=1800) as client:
+            clients = {
+                name: httpx.Client(base_url=url, timeout=1800) for name, (_, url) in servers.items()
+            }
+            for client in clients.values():
                 sign_in(client)
-                middle = args.samples // 2
                 # Warm the server itself (templates compiled, pools open) on the other run,
                 # so "cold" below is this evaluation's first view, not the server's.
                 for path in (f"/evaluations/{other}", f"/evaluations/{other}/samples/b-1"):
                     assert client.get(path).status_code == 200
-                live_polls, ingest = stream_and_poll(
-                    client,
-                    big,
-                    first=args.samples - args.stream,
-                    count=args.stream,
-                    rollouts=args.rollouts,
-                    batch=args.batch,
-                    bearer=bearer,
-                )
-                pages = {
-                    "evaluation page (HTML)": f"/evaluations/{big}",
-                    "evaluation page (JSON twin)": f"/evaluations/{big}?format=json",
-                    # A new pass threshold per request misses the statistics cache every time.
-                    "evaluation page, statistics uncached": (
-                        f"/evaluations/{big}?pass_threshold=0.9{{i}}"
-                    ),
-                    "samples page 1": f"/evaluations/{big}/samples",
-                    "samples page 1000 (seq range)": f"/evaluations/{big}/samples?page=1000",
-                    "samples sorted by reward": f"/evaluations/{big}/samples?sort=-reward",
-                    "samples errored only": f"/evaluations/{big}/samples?errored=yes",
-                    "samples of one example": f"/evaluations/{big}/samples?example=777",
-                    "sample page": f"/evaluations/{big}/samples/b-{middle}",
-                    "evaluations list": "/evaluations",
-                    f"compare (2 x {args.samples:,}, page 1)": f"/compare?ids={big},{other}",
-                    "compare sorted by B - A over all examples": (
-                        f"/compare?ids={big},{other}&sort=diff"
-                    ),
-                    "compare sorted by widest spread over all examples": (
-                        f"/compare?ids={big},{other}&sort=spread"
-                    ),
-                }
-                uncached = {"evaluation page, statistics uncached"}
-                results = {
-                    name: measure(
-                        client, path, args.uncached_repeat if name in uncached else args.repeat
+            # The live run streams in its last samples in `rounds` parts per server, the
+            # servers taking turns, so a change of load hits both alike.
+            per_round = max(args.batch, args.stream // args.rounds // args.batch * args.batch)
+            first = args.samples - args.stream
+            for round_index, start in enumerate(range(first, args.samples, per_round)):
+                order = list(servers) if round_index % 2 == 0 else list(reversed(servers))
+                for name in order:
+                    times, batches = stream_and_poll(
+                        clients[name],
+                        big,
+                        first=start,
+                        count=min(per_round, args.samples - start),
+                        rollouts=args.rollouts,
+                        batch=args.batch,
+                        bearer=bearer,
                     )
-                    for name, path in pages.items()
-                }
-                api = {
-                    "stats API": f"/api/v1/evaluations/{big}/stats",
-                    "stats API, new pass threshold each time (uncached)": (
-                        f"/api/v1/evaluations/{big}/stats?pass_threshold=0.8{{i}}"
-                    ),
-                    f"compare API (2 x {args.samples:,}, paired)": (
-                        f"/api/v1/evaluations/compare?ids={big},{other}"
-                    ),
-                }
-                for name, path in api.items():
-                    repeat = args.uncached_repeat if "uncached" in name else args.repeat
-                    results[name] = measure(client, path, repeat, headers=bearer)
-            cpu = statistics_cost(settings, big, args.repeat)
-            # A restart empties every in-process cache: the first view reads the tallies.
-            server.stop()
-            server = start_server()
-            with httpx.Client(base_url=url, timeout=1800) as client:
+                    for label, values in times.items():
+                        live_polls[name].setdefault(label, []).extend(values)
+                    ingest[name].extend(batches)
+            # CPU per poll, the servers taking turns every 5 polls.
+            for block in range(0, args.cpu_polls, 5):
+                for name in servers:
+                    measured = poll_cpu(
+                        clients[name],
+                        servers[name][0].pid,
+                        big,
+                        first=args.samples + block * args.batch,
+                        polls=min(5, args.cpu_polls - block),
+                        rollouts=args.rollouts,
+                        batch=args.batch,
+                        bearer=bearer,
+                    )
+                    for label, values in measured.items():
+                        poll_cpus[name].setdefault(label, []).extend(values)
+            for client in clients.values():
+                client.close()
+            if not args.live_only:
+                server, url = servers[THIS]
+                client = httpx.Client(base_url=url, timeout=1800)
                 sign_in(client)
-                after_restart = {
-                    "evaluation page (HTML), after a restart": f"/evaluations/{big}",
-                    "compare sorted by B - A, after a restart": (
-                        f"/compare?ids={big},{other}&sort=diff"
-                    ),
-                }
-                for name, path in after_restart.items():
-                    results[name] = measure(client, path, args.repeat)
+                middle = args.samples // 2
+                with client:
+                    results.update(pages_and_api(client, args, big, other, middle, bearer))
+                cpu = statistics_cost(settings, big, args.repeat)
+                # A restart empties every in-process cache: the first view reads the tallies.
+                server.stop()
+                servers[THIS] = server, url = start_server(THIS)
+                with httpx.Client(base_url=url, timeout=1800) as client:
+                    sign_in(client)
+                    after_restart = {
+                        "evaluation page (HTML), after a restart": f"/evaluations/{big}",
+                        "compare sorted by B - A, after a restart": (
+                            f"/compare?ids={big},{other}&sort=diff"
+                        ),
+                    }
+                    for name, path in after_restart.items():
+                        results[name] = measure(client, path, args.repeat)
         finally:
-            server.stop()
+            for process, _ in servers.values():
+                process.stop()
 
     backend = "PostgreSQL" if args.database_url else "SQLite"
+    flags = (
+        f"--samples {args.samples} --rollouts {args.rollouts} --stream {args.stream} "
+        f"--batch {args.batch} --cpu-polls {args.cpu_polls}"
+        + (
+            ""
+            if args.live_only
+            else f" --repeat {args.repeat} --uncached-repeat {args.uncached_repeat}"
+        )
+        + (" --live-only" if args.live_only else "")
+        + (f" --baseline {args.baseline} --rounds {args.rounds}" if args.baseline else "")
+        + (" --database-url ..." if args.database_url else "")
+    )
     lines = [
         f"# Dashboard and statistics latency, {args.samples:,} samples per evaluation ({backend})",
         "",
-        f"Command: `.venv/bin/python bench/dashboard.py --samples {args.samples} "
-        f"--rollouts {args.rollouts} --repeat {args.repeat} "
-        f"--uncached-repeat {args.uncached_repeat}"
-        f"{' --database-url ...' if args.database_url else ''}`",
+        f"Command: `.venv/bin/python bench/dashboard.py {flags}`",
         f"Machine: {platform.machine()}, Python {platform.python_version()}, "
         f"{platform.system()}; seeding through the repository (not timed here)"
         + ("; VACUUM ANALYZE after seeding." if args.database_url else "."),
-        "Server time = the page's `Server-Timing` header (from routing to the rendered "
-        "response); wall = the client's time per request over loopback. One request at a "
-        f"time; cold = first request of that page, p50/p99 over the next {args.repeat} "
-        f"({args.uncached_repeat} for the uncached rows).",
-        f"Load average while it ran: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+        f"Load average when it ended: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
         "(other work shared the machine).",
-        "",
-        "| page | server cold ms | server p50 ms | server p99 ms | wall cold ms | wall p50 ms "
-        "| wall p99 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, f in results.items():
+    if args.baseline:
         lines.append(
-            f"| {name} | {_ms(f['s_cold'])} | {_ms(f['s_p50'])} | {_ms(f['s_p99'])} "
-            f"| {_ms(f['cold'])} | {_ms(f['p50'])} | {_ms(f['p99'])} |"
+            f"Baseline: the proctor in {args.baseline} (its src/ first on PYTHONPATH), served on "
+            "its own copy of the same database, the two servers taking turns."
         )
+    for name in live_polls:
+        batches = ingest[name]
+        lines += [
+            "",
+            f"Live poll, {name}: while the live run streamed in its last {args.stream:,} "
+            f"samples ({args.batch} per batch through `POST /samples`, {len(batches)} batches; "
+            f"batch wall p50 / p99 {_spread(batches)[0]:.1f} / {_spread(batches)[1]:.1f} ms), "
+            "the page's requests one after the other (server time = `Server-Timing`; a poll "
+            "after a new batch misses the statistics cache):",
+            "",
+            "| live poll | polls | server p50 ms | server p99 ms | max ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for label, values in live_polls[name].items():
+            p50, p99, worst = _spread(values)
+            lines.append(f"| {label} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
     lines += [
         "",
-        f"While the live run streamed in its last {args.stream:,} samples ({args.batch} per "
-        f"batch through `POST /samples`, {len(ingest)} batches; batch wall p50 / p99 "
-        f"{_spread(ingest)[0]:.1f} / {_spread(ingest)[1]:.1f} ms), each poll one after the "
-        "other (every poll after a new batch misses the cache and reads the tallies):",
+        "Server CPU per live poll: a batch is posted and stored, then the page polls as its "
+        "script does (JSON twin, then the HTML it redraws from); the server process's CPU "
+        "time (all its threads' schedstat) around each request. Waiting for a core is not "
+        "CPU time, so this holds on a loaded machine; wall is the client's, which it is not.",
         "",
-        "| live poll | polls | server p50 ms | server p99 ms | max ms |",
-        "|---|---:|---:|---:|---:|",
+        "| server | polls | JSON CPU p50 / p99 ms | HTML CPU p50 / p99 ms | poll CPU p50 / p99 ms "
+        "| poll wall p50 / p99 ms |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, values in live_polls.items():
-        p50, p99, worst = _spread(values)
-        lines.append(f"| {name} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
-    lines += [
-        "",
-        "CPU time of one poll's statistics (headline, pass@k, both histograms, errored "
-        "counts), computed in the bench's process on the same database (a thread's CPU time, "
-        "which waiting for a core on a loaded machine does not inflate):",
-        "",
-        "| statistics | runs | CPU p50 ms | CPU p99 ms | max ms |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, values in cpu.items():
-        p50, p99, worst = _spread(values)
-        lines.append(f"| {name} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
+    for name, measured in poll_cpus.items():
+        cells = [
+            "{:.1f} / {:.1f}".format(*_spread(measured[key])[:2])
+            for key in ("json", "html", "poll", "poll wall")
+        ]
+        lines.append(f"| {name} | {len(measured['poll'])} | " + " | ".join(cells) + " |")
+    if results:
+        lines += [
+            "",
+            "Pages, one request at a time (server time = the page's `Server-Timing` header, "
+            "from routing to the rendered response; wall = the client's over loopback; cold = "
+            f"first request of that page, p50/p99 over the next {args.repeat} "
+            f"({args.uncached_repeat} for the uncached rows)):",
+            "",
+            "| page | server cold ms | server p50 ms | server p99 ms | wall cold ms "
+            "| wall p50 ms | wall p99 ms |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for label, f in results.items():
+            lines.append(
+                f"| {label} | {_ms(f['s_cold'])} | {_ms(f['s_p50'])} | {_ms(f['s_p99'])} "
+                f"| {_ms(f['cold'])} | {_ms(f['p50'])} | {_ms(f['p99'])} |"
+            )
+    if cpu:
+        lines += [
+            "",
+            "CPU time of one poll's statistics (headline, pass@k, both histograms, errored "
+            "counts), computed in the bench's process on the same database (a thread's CPU "
+            "time):",
+            "",
+            "| statistics | runs | CPU p50 ms | CPU p99 ms | max ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for label, values in cpu.items():
+            p50, p99, worst = _spread(values)
+            lines.append(f"| {label} | {len(values)} | {p50:.1f} | {p99:.1f} | {worst:.1f} |")
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:

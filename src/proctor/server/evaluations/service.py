@@ -582,7 +582,7 @@ def example_shapes(
     """
     kept = tallies.load(evaluation.tallies)
     if kept is not None and kept.mark == threshold and (low, width) == (0.0, tallies.UNIT_WIDTH):
-        return tallies.example_shapes(session.connection(), evaluation.id)
+        return tallies.example_shapes(stats.shape_rows(session, evaluation))
     return repository.example_shapes(
         session, evaluation.id, threshold=threshold, low=low, width=width
     )

@@ -63,6 +63,16 @@ def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
     return value
 
 
+def shape_rows(session: Session, evaluation: Evaluation) -> tallies.ShapeRows:
+    """The evaluation's shape tallies, read once per state (the headline, pass@k and the
+    per-example histogram all come from them: a live page's poll after a batch reads them
+    once)."""
+    return _cached(
+        ("shapes", *_state(evaluation)),
+        lambda: tallies.shape_rows(session.connection(), evaluation.id),
+    )
+
+
 def declared_max_reward(evaluation: Evaluation) -> float | None:
     """The maximum reward the evaluation's metadata declares (`max_reward`), if a number."""
     return tallies.declared_max_reward(evaluation.metadata_raw)
@@ -86,7 +96,7 @@ def _moments(session: Session, evaluation: Evaluation, threshold: float) -> tupl
     kept = tallies.load(evaluation.tallies)
     if kept is not None and kept.mark == threshold:
         # The running tallies: a few shape rows, however many samples (tallies.py).
-        rows = tallies.example_groups(session.connection(), evaluation.id, kept)
+        rows = tallies.example_groups(shape_rows(session, evaluation), kept)
         low, high, binary = evaluation.min_score, evaluation.max_score, kept.nonbinary == 0
     else:
         rows = repository.example_groups(session, evaluation.id, threshold=threshold)

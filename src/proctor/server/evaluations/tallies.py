@@ -52,6 +52,9 @@ REBUILD_CHUNK = 5000
 
 _EXAMPLES = cast(Table, ExampleTally.__table__)
 _SHAPES = cast(Table, ShapeTally.__table__)
+ShapeRows = list[tuple[tuple[int, int, int], int, float, float, float, float]]
+"""`shape_rows`' answer: `((scored, passed, mean bin), examples, sum, sum_sq, cluster_sq, sum
+of means)` rows (the readers take it, so one read serves them all)."""
 _EXAMPLE_COLUMNS = ("samples", "scored", "passed", "total", "total_sq")
 _SHAPE_COLUMNS = ("examples", "total", "total_sq", "cluster_sq", "mean_sum")
 
@@ -297,9 +300,7 @@ def _apply_shapes(
     _upsert(connection, _SHAPES, ["evaluation_id", "scored", "passed", "mean_bin"], keep)
 
 
-def shape_rows(
-    connection: Connection, evaluation_id: str
-) -> list[tuple[tuple[int, int, int], int, float, float, float, float]]:
+def shape_rows(connection: Connection, evaluation_id: str) -> ShapeRows:
     """`((scored, passed, mean bin), examples, sum, sum_sq, cluster_sq, sum of means)` rows."""
     rows = connection.execute(
         select(
@@ -316,12 +317,13 @@ def shape_rows(
 
 
 def example_groups(
-    connection: Connection, evaluation_id: str, tallies: Tallies
+    shapes: ShapeRows, tallies: Tallies
 ) -> list[tuple[int, int, int, float, float, float]]:
-    """What `repository.example_groups` returns at the tallied mark, from the tallies:
-    `(rollouts, passed, examples, sum, sum_sq, sum_ex_sq)` per shape."""
+    """What `repository.example_groups` returns at the tallied mark, from the tallies (the
+    evaluation's `shape_rows` and its `Tallies`): `(rollouts, passed, examples, sum, sum_sq,
+    sum_ex_sq)` per shape."""
     grouped: dict[tuple[int, int], list[float]] = {}
-    for (n, c, _), k, s, ss, cs, _ in shape_rows(connection, evaluation_id):
+    for (n, c, _), k, s, ss, cs, _ in shapes:
         group = grouped.setdefault((n, c), [0, 0.0, 0.0, 0.0])
         for i, part in enumerate((k, s, ss, cs)):
             group[i] += part
@@ -340,12 +342,11 @@ def example_groups(
     return rows
 
 
-def example_shapes(
-    connection: Connection, evaluation_id: str
-) -> list[tuple[int, int, int, int, float]]:
-    """What `repository.example_shapes` returns for the [0, 1] range at the tallied mark:
-    `(rollouts, passed, mean bin, examples, sum of means)`."""
-    return [(n, c, b, k, m) for (n, c, b), k, _, _, _, m in shape_rows(connection, evaluation_id)]
+def example_shapes(shapes: ShapeRows) -> list[tuple[int, int, int, int, float]]:
+    """What `repository.example_shapes` returns for the [0, 1] range at the tallied mark,
+    from the evaluation's `shape_rows`: `(rollouts, passed, mean bin, examples, sum of
+    means)`."""
+    return [(n, c, b, k, m) for (n, c, b), k, _, _, _, m in shapes]
 
 
 def example_means(connection: Connection, evaluation_id: str) -> dict[int, float | None]:

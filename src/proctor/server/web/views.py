@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 from urllib.parse import urlencode
 
+from cachetools import LRUCache
 from fastapi import FastAPI
 from markupsafe import Markup
 from sqlalchemy.orm import Session
@@ -233,8 +235,37 @@ def _sample_row(sample: SampleRow) -> SampleListRow:
     )
 
 
+TABLE_CACHE_ENTRIES = 256
+_tables: LRUCache[tuple[Any, ...], SamplesTable] = LRUCache(maxsize=TABLE_CACHE_ENTRIES)
+_tables_lock = threading.Lock()
+"""The server's request threads share the cache; the lock guards it (not the computing)."""
+
+
+def _table_key(evaluation: Evaluation, query: SamplesQuery) -> tuple[Any, ...]:
+    if query.sort == "seq" and query.errored is None and query.example is None:
+        # Upload order holds `seq` offset+1 .. offset+limit (and one more, for "next"). A
+        # stored sample never changes and `seq` counts 1..N without holes, so once the run
+        # has that many samples the page is final: a live page's poll reads no sample.
+        offset = (query.page - 1) * query.limit
+        return (evaluation.id, query, min(evaluation.total_samples, offset + query.limit + 1))
+    return (evaluation.id, query, evaluation.total_samples, evaluation.updated_at)
+
+
 def samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery) -> SamplesTable:
-    """One page of a visible evaluation's samples, with whether another page follows."""
+    """One page of a visible evaluation's samples, with whether another page follows
+    (cached while the samples it shows stay the same)."""
+    key = _table_key(evaluation, query)
+    with _tables_lock:
+        found = _tables.get(key)
+    if found is not None:
+        return found
+    table = _samples_table(session, evaluation, query)
+    with _tables_lock:
+        _tables[key] = table
+    return table
+
+
+def _samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery) -> SamplesTable:
     order = SORTS.get(query.sort)
     if order is None:
         raise BadRequest(
