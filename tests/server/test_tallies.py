@@ -7,6 +7,7 @@ hand-worked value and against a recount from the samples, on SQLite and PostgreS
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -143,6 +144,9 @@ def test_a_rebuild_from_the_samples_holds_what_the_batches_folded(api: Api) -> N
         folded = tallies.Tallies.from_json(evaluation.tallies)
         assert folded.mark == 0.5  # the declared maximum
         before = _rows(session, evaluation_id)
+        # The evaluation row keeps a copy of the shape rows (a poll reads no other row).
+        table = tallies.shape_rows(session.connection(), evaluation_id)
+        assert sorted(table) == tallies.kept_shape_rows(folded) and len(table) == 2
         rebuilt = tallies.rebuild(session.connection(), evaluation_id, folded.mark)
         after = _rows(session, evaluation_id)
         session.rollback()
@@ -212,3 +216,26 @@ def test_the_migration_builds_the_tallies_of_evaluations_stored_before_it(api: A
         assert evaluation is not None and evaluation.tallies is not None
         assert tallies.Tallies.from_json(evaluation.tallies) == tallies.Tallies.from_json(folded)
         assert _rows(session, evaluation_id) == rows
+
+
+def test_tallies_kept_before_the_copy_of_the_shapes_read_the_table(api: Api) -> None:
+    evaluation_id = api.create()
+    _post(api, evaluation_id, FIRST)
+    copied = _figures(api, evaluation_id, recount=False)
+    with api.db.write() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        assert evaluation is not None and evaluation.tallies is not None
+        older = tallies.Tallies.from_json(evaluation.tallies)
+        assert older.shapes is not None
+        older.shapes = None  # as migration 0010 and the folds before this copy left them
+        evaluation.tallies = older.to_json()
+    assert "shapes" not in json.loads(older.to_json())
+    evaluation_stats._cache.clear()  # the shape rows of this state were read from the copy
+    _assert_same(_figures(api, evaluation_id, recount=False), copied)
+    # The next batch writes the copy again, equal to the table.
+    _post(api, evaluation_id, SECOND)
+    with api.db.read() as session:
+        evaluation = session.get(Evaluation, evaluation_id)
+        assert evaluation is not None and evaluation.tallies is not None
+        kept = tallies.kept_shape_rows(tallies.Tallies.from_json(evaluation.tallies))
+        assert kept == sorted(tallies.shape_rows(session.connection(), evaluation_id))

@@ -64,13 +64,16 @@ def _cached(key: tuple[Any, ...], compute: Callable[[], T]) -> T:
 
 
 def shape_rows(session: Session, evaluation: Evaluation) -> tallies.ShapeRows:
-    """The evaluation's shape tallies, read once per state (the headline, pass@k and the
-    per-example histogram all come from them: a live page's poll after a batch reads them
-    once)."""
-    return _cached(
-        ("shapes", *_state(evaluation)),
-        lambda: tallies.shape_rows(session.connection(), evaluation.id),
-    )
+    """The evaluation's shape tallies, once per state (the headline, pass@k and the
+    per-example histogram all come from them), from the copy in the evaluation's row when it
+    keeps one: a live page's poll after a batch then runs no query for its statistics."""
+
+    def read() -> tallies.ShapeRows:
+        kept = tallies.load(evaluation.tallies)
+        copied = None if kept is None else tallies.kept_shape_rows(kept)
+        return tallies.shape_rows(session.connection(), evaluation.id) if copied is None else copied
+
+    return _cached(("shapes", *_state(evaluation)), read)
 
 
 def declared_max_reward(evaluation: Evaluation) -> float | None:

@@ -111,19 +111,25 @@ class Tallies:
     usage: list[float] = field(default_factory=lambda: [0.0] * len(USAGE_FIELDS))
     bins: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BUCKETS)
     """Scored rewards in each bar of [0, 1] (`UNIT_EDGES`; rewards outside are not binned)."""
+    shapes: list[list[float]] | None = None
+    """A copy of the evaluation's `shape_tallies` rows as the last fold left them
+    (`[scored, passed, mean bin, *_SHAPE_COLUMNS]` each), so a reader of the evaluation row
+    needs no other query; None where no fold wrote it (tallies built before it was kept):
+    read the table."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "mark": self.mark,
-                "errored": self.errored,
-                "errored_examples": self.errored_examples,
-                "nonbinary": self.nonbinary,
-                "singles": self.singles,
-                "usage": self.usage,
-                "bins": self.bins,
-            }
-        )
+        value: dict[str, Any] = {
+            "mark": self.mark,
+            "errored": self.errored,
+            "errored_examples": self.errored_examples,
+            "nonbinary": self.nonbinary,
+            "singles": self.singles,
+            "usage": self.usage,
+            "bins": self.bins,
+        }
+        if self.shapes is not None:
+            value["shapes"] = self.shapes
+        return json.dumps(value)
 
     @classmethod
     def from_json(cls, text: str) -> Tallies:
@@ -136,6 +142,7 @@ class Tallies:
             singles=list(value["singles"]),
             usage=[float(v) for v in value["usage"]],
             bins=[int(v) for v in value["bins"]],
+            shapes=value.get("shapes"),
         )
 
     def usage_totals(self) -> dict[str, float]:
@@ -251,7 +258,7 @@ def fold(
             | dict(zip(_EXAMPLE_COLUMNS, after, strict=True))
         )
     _upsert(connection, _EXAMPLES, ["evaluation_id", "example_id"], updated)
-    _apply_shapes(connection, evaluation_id, shape_deltas)
+    tallies.shapes = _apply_shapes(connection, evaluation_id, shape_deltas)
 
 
 def _example_states(
@@ -273,7 +280,9 @@ def _example_states(
 
 def _apply_shapes(
     connection: Connection, evaluation_id: str, deltas: dict[tuple[int, int, int], list[float]]
-) -> None:
+) -> list[list[float]]:
+    """Add the deltas to the shape rows; returns every row as it now stands (for
+    `Tallies.shapes`)."""
     current = {key: list(values) for key, *values in shape_rows(connection, evaluation_id)}
     keep, gone = [], []
     for key, delta in deltas.items():
@@ -285,8 +294,10 @@ def _apply_shapes(
             # The last example left this shape: drop the row (and its float residue).
             if key in current:
                 gone.append(where)
+            current.pop(key, None)
         elif delta[0] or any(delta[1:]):
             keep.append(where | dict(zip(_SHAPE_COLUMNS, values, strict=True)))
+            current[key] = values
     if gone:
         connection.execute(
             delete(_SHAPES).where(
@@ -298,6 +309,17 @@ def _apply_shapes(
             gone,
         )
     _upsert(connection, _SHAPES, ["evaluation_id", "scored", "passed", "mean_bin"], keep)
+    return [[*key, *values] for key, values in sorted(current.items())]
+
+
+def kept_shape_rows(tallies: Tallies) -> ShapeRows | None:
+    """`shape_rows` from the copy the tallies keep; None when they keep none."""
+    if tallies.shapes is None:
+        return None
+    return [
+        ((int(n), int(c), int(b)), int(k), float(s), float(ss), float(cs), float(m))
+        for n, c, b, k, s, ss, cs, m in tallies.shapes
+    ]
 
 
 def shape_rows(connection: Connection, evaluation_id: str) -> ShapeRows:
