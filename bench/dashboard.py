@@ -16,13 +16,21 @@ pays for the statistics a real run computes when it finalizes.
 
 The first evaluation is RUNNING and short of `--stream` samples: they are posted through
 the API in batches while the live page is polled as its script does (JSON twin, then the
-HTML it redraws from, and the stats API), which gives the poll cost while a run streams in.
-Then the pages above, compare sorted over all examples, the statistics' CPU time in this
-process (from the running tallies, and once recounted from the samples), and the first
-views after a server restart.
+HTML it redraws from, and the stats API), which gives the poll's wall time while a run
+streams in. Then `--cpu-polls` more batches, each stored before the page polls, with the
+server process's CPU time read around each request (load-robust: waiting for a core is not
+CPU time). Then the pages above, compare sorted over all examples, the statistics' CPU time
+in this process (from the running tallies, and once recounted from the samples), and the
+first views after a server restart (`--live-only` stops after the live phases).
+
+`--baseline DIR` serves another checkout's proctor (DIR/src first on PYTHONPATH) on its own
+copy of the same database and runs the live phases against both servers, taking turns, so
+a before/after comparison shares the machine's load. `--seed-dir` seeds SQLite once and
+copies it per run (a 1M-sample seed takes minutes).
 
 Usage: .venv/bin/python bench/dashboard.py [--samples 100000] [--repeat 30]
-       [--stream 20000] [--batch 250]
+       [--stream 20000] [--batch 250] [--cpu-polls 40] [--live-only]
+       [--baseline DIR [--rounds 4]] [--seed-dir DIR]
        [--database-url postgresql://...] [--out bench/results/dashboard.md [--append]]
 """
 
