@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from proctor.errors import ConfigError
 from proctor.eval.args import parse_eval_args
 from proctor.eval.config import EvalConfig
 from proctor.sandboxes.command import (
@@ -99,6 +100,17 @@ def test_a_shard_adds_its_slice_to_the_command_line() -> None:
         "--run.attach",
         "$EVALUATION_ID",
     ]
+
+
+def test_a_template_running_eval_without_its_config_file_is_refused() -> None:
+    # The template of earlier releases: its {options} no longer carry the settings.
+    old = "{proctor} eval {env} -m {model} {options} --no-rich --run.attach $EVALUATION_ID"
+    with pytest.raises(ConfigError, match=r"put `@ \{config\}` after `eval`"):
+        build_command(old, environment="e", model="m", config=HostedEvalConfig())
+    link = "ln -sfn /data . && " + DEFAULT_COMMAND  # a template built on the default is fine
+    assert "@ eval.toml" in build_command(
+        link, environment="e", model="m", config=HostedEvalConfig()
+    )
 
 
 def test_all_examples_omits_n_and_expects_no_fixed_count() -> None:

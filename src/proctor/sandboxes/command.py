@@ -50,6 +50,8 @@ RESERVED_ENV = frozenset(
 
 _PLACEHOLDER = re.compile(r"\{(proctor|config|env|model|options|num_examples|rollouts)\}")
 
+_EVAL = re.compile(r"\{proctor\}\s+eval\b")
+
 CONFIG_FILE = "eval.toml"
 """The file in the sandbox's working directory that holds its run's `EvalConfig`."""
 
@@ -417,8 +419,16 @@ def build_command(
     sandbox's `{config}` file (`eval_toml`), not on the command line.
 
     Raises:
-        ConfigError: a shard, and the template has no `{options}` to carry it.
+        ConfigError: a shard, and the template has no `{options}` to carry it; a template
+            that runs `{proctor} eval` without its `{config}` file (as templates before it
+            did, which would run every setting at eval's default).
     """
+    if _EVAL.search(template) and "{config}" not in template:
+        raise ConfigError(
+            "PROCTOR_HOSTED_COMMAND runs `{proctor} eval` without `@ {config}`, the file that "
+            "holds the run's settings; put `@ {config}` after `eval` (the default is "
+            f"`{DEFAULT_COMMAND}`)"
+        )
     if shard is not None and "{options}" not in template:
         raise ConfigError(
             "a sharded hosted run passes --shard I/N through the command template's "

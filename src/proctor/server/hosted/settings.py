@@ -43,8 +43,9 @@ class LauncherSettings(BaseSettings):
     )
 
     command: str = DEFAULT_COMMAND
-    """Template of the sandbox's command (placeholders: {proctor} {env} {model} {options}
-    {num_examples} {rollouts}; `$EVALUATION_ID` comes from the sandbox's environment)."""
+    """Template of the sandbox's command (placeholders: {proctor} {config} {options} {env}
+    {model} {num_examples} {rollouts}; `{config}` is the run's `eval.toml` in the working
+    directory; `$EVALUATION_ID` comes from the sandbox's environment)."""
     sandbox: SandboxConfig = Field(default_factory=local.Config)
     """Where sandboxes run: `local` processes or `ray` jobs (`PROCTOR_HOSTED_SANDBOX` names
     the backend; its own options are `PROCTOR_HOSTED_<TYPE>_*`, e.g. `_RAY_ADDRESS`)."""
