@@ -1,4 +1,5 @@
-"""#25 item 11, through the real CLI: the small things a newcomer trips over."""
+"""#25 item 11, through the CLI: the small things a newcomer trips over (the CLI in a process
+of its own where its start or a build is part of it, else in this one)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,27 @@ from pathlib import Path
 
 from tests.cli.test_first_hour_mistakes import proctor
 from tests.e2e.hosted_helpers import hub_project
+from tests.support.cli import cli_in_process
 from tests.support.procs import free_port
 
 
 def test_keys_list_leaves_out_the_revoked_keys_of_finished_sandboxes(tmp_path: Path) -> None:
     data = ["--data-dir", str(tmp_path / "data")]
-    assert proctor("server", "migrate", *data, home=tmp_path).returncode == 0
+    assert cli_in_process("server", "migrate", *data, home=tmp_path).returncode == 0
     for name in ("me", "sandbox:1111", "sandbox:2222"):
-        made = proctor("keys", "create", "--name", name, *data, home=tmp_path)
+        made = cli_in_process("keys", "create", "--name", name, *data, home=tmp_path)
         assert made.returncode == 0, made.stderr
     ids = {
         line.split()[3]: line.split()[0]
-        for line in proctor("keys", "list", *data, home=tmp_path).stdout.splitlines()[1:]
+        for line in cli_in_process("keys", "list", *data, home=tmp_path).stdout.splitlines()[1:]
     }
     for name in ("sandbox:1111", "sandbox:2222"):
-        assert proctor("keys", "revoke", ids[name], *data, home=tmp_path).returncode == 0
-    listed = proctor("keys", "list", *data, home=tmp_path)
+        assert cli_in_process("keys", "revoke", ids[name], *data, home=tmp_path).returncode == 0
+    listed = cli_in_process("keys", "list", *data, home=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert " me " in listed.stdout and "sandbox:" not in listed.stdout.split("(")[0]
     assert "(2 revoked sandbox key(s) of finished hosted runs not shown; --all)" in listed.stdout
-    everything = proctor("keys", "list", "--all", *data, home=tmp_path)
+    everything = cli_in_process("keys", "list", "--all", *data, home=tmp_path)
     revoked = [line for line in everything.stdout.splitlines() if "sandbox:" in line]
     assert len(revoked) == 2 and "not shown" not in everything.stdout
 
