@@ -35,8 +35,9 @@ PROCESS_STARTS = {
 RUNS = {"run", "check_output", "check_call", "call"}
 """`subprocess.<name>(...)`: a command run to its end (mostly the CLI)."""
 
-SEAMS = {"ScriptedClient", "TestClient", "MockTransport", "PlatformClient"}
-"""The in-process seams: a scripted chat client, FastAPI's TestClient, httpx's MockTransport."""
+SEAMS = {"ScriptedClient", "TestClient", "MockTransport", "PlatformClient", "cli_in_process"}
+"""The in-process seams: a scripted chat client, FastAPI's TestClient, httpx's MockTransport, the
+runs SDK's client over a given HTTP client, the CLI run in this process."""
 
 
 def _name(func: ast.expr) -> tuple[str, str]:

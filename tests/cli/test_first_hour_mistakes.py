@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import Ran
-from tests.support.cli import cli_in_process as cli
+from tests.support.cli import Ran, cli_in_process
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR, free_port
 
@@ -53,19 +52,19 @@ def refused(result: subprocess.CompletedProcess[str] | Ran, *says: str) -> str:
     ids=["server", "quickstart", "quickstart-model", "demo-model"],
 )
 def test_a_port_out_of_range_is_one_line(tmp_path: Path, args: list[str]) -> None:
-    refused(cli(*args, home=tmp_path), args[1], "is not a TCP port (0-65535)")
+    refused(cli_in_process(*args, home=tmp_path), args[1], "is not a TCP port (0-65535)")
     assert not (tmp_path / ".proctor").exists()
 
 
 def test_a_database_proctor_cannot_use_is_one_line(tmp_path: Path) -> None:
-    result = cli("server", home=tmp_path, env={"PROCTOR_DATABASE_URL": "mysql://x"})
+    result = cli_in_process("server", home=tmp_path, env={"PROCTOR_DATABASE_URL": "mysql://x"})
     refused(result, "PROCTOR_DATABASE_URL", "SQLite", "PostgreSQL", "not mysql")
 
 
 def test_a_csv_row_with_fewer_cells_than_the_header_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "qa.csv"
     data.write_text("question,answer\n1+1,2\n2+2\n")
-    result = cli(
+    result = cli_in_process(
         "eval", "dataset", "--env-args", f'{{"path": "{data}"}}', "--no-push", home=tmp_path
     )
     refused(result, f"{data} row 3 has 1 cells, fewer than the header's 2 columns")
@@ -74,22 +73,24 @@ def test_a_csv_row_with_fewer_cells_than_the_header_is_refused(tmp_path: Path) -
 
 def test_a_mistyped_sampling_parameter_gets_did_you_mean(tmp_path: Path) -> None:
     (tmp_path / "run.toml").write_text("[sampling]\ntemprature = 0.7\n")
-    typo = cli("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
+    typo = cli_in_process("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
     refused(typo, "'temprature'", "did you mean temperature?")
     # A parameter proctor does not model still passes through to the endpoint.
     (tmp_path / "run.toml").write_text("[sampling]\ntemperature = 0.7\ntop_k = 5\n")
-    fine = cli("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
+    fine = cli_in_process("eval", "reverse-text", "@", "run.toml", "--dry-run", home=tmp_path)
     assert fine.returncode == 0, fine.stderr
     assert "top_k = 5" in fine.stdout
 
 
 def test_keys_create_refuses_a_data_dir_without_a_database(tmp_path: Path) -> None:
     typo = tmp_path / "proctr-data"
-    result = cli("keys", "create", "--name", "me", "--data-dir", str(typo), home=tmp_path)
+    result = cli_in_process(
+        "keys", "create", "--name", "me", "--data-dir", str(typo), home=tmp_path
+    )
     refused(result, f"no proctor database in {typo}", "--data-dir", "server migrate")
     assert not typo.exists()
     # The default data dir of a first setup (the README's first command) is still made.
-    first = cli("keys", "create", "--name", "me", "--admin", home=tmp_path)
+    first = cli_in_process("keys", "create", "--name", "me", "--admin", home=tmp_path)
     assert first.returncode == 0, first.stderr
     assert (tmp_path / ".proctor" / "proctor.db").is_file()
 
@@ -98,7 +99,9 @@ def test_keys_create_refuses_a_data_dir_without_a_database(tmp_path: Path) -> No
 def test_a_run_dir_outside_the_output_dir_is_refused(tmp_path: Path, where: str) -> None:
     home = tmp_path / "a" / "b"
     home.mkdir(parents=True)
-    result = cli("eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", where, home=home)
+    result = cli_in_process(
+        "eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", where, home=home
+    )
     refused(result, "--run.dir must name a directory inside -o", repr(where))
     assert not (tmp_path / "escaped").exists() and not Path("/tmp/escaped-absolute").exists()
 
@@ -107,19 +110,32 @@ def test_a_run_dir_outside_the_output_dir_is_refused(tmp_path: Path, where: str)
 
 
 def test_a_mistyped_scheme_is_corrected_not_prefixed(tmp_path: Path) -> None:
-    result = cli(
-        "eval", "reverse-text", "-n", "1", "--no-push", "--client.base-url",
-        "htp://127.0.0.1:9/v1", home=tmp_path,
-    )  # fmt: skip
+    result = cli_in_process(
+        "eval",
+        "reverse-text",
+        "-n",
+        "1",
+        "--no-push",
+        "--client.base-url",
+        "htp://127.0.0.1:9/v1",
+        home=tmp_path,
+    )
     line = refused(result, "pass e.g. http://127.0.0.1:9/v1")
     assert "http://htp://" not in line
 
 
 def test_resume_of_a_missing_run_dir_names_the_setting_that_chose_it(tmp_path: Path) -> None:
-    result = cli(
-        "eval", "reverse-text", "-n", "1", "--no-push", "--run.dir", "nope", "--resume",
+    result = cli_in_process(
+        "eval",
+        "reverse-text",
+        "-n",
+        "1",
+        "--no-push",
+        "--run.dir",
+        "nope",
+        "--resume",
         home=tmp_path,
-    )  # fmt: skip
+    )
     line = refused(result, "nothing to resume in outputs/nope", "pass the --run.dir of")
     assert "--run.name" not in line
 
@@ -130,10 +146,10 @@ def test_sync_with_the_platform_still_down_counts_nothing_as_minus_one(
     dead = f"http://127.0.0.1:{free_port()}"
     env = {"PROCTOR_API_URL": dead, "PROCTOR_API_KEY": "pk_test"}
     args = ["eval", "reverse-text", "-n", "2", "--run.name", "r", "--client.base-url", demo_model]
-    ran = cli(*args, home=tmp_path, env=env)
+    ran = cli_in_process(*args, home=tmp_path, env=env)
     assert ran.returncode == 75, ran.stderr  # kept offline for a later sync
     assert "opened offline" in ran.stderr and "at None" not in ran.stderr
-    synced = cli("runs", "sync", "outputs/r", "--timeout", "2", home=tmp_path, env=env)
+    synced = cli_in_process("runs", "sync", "outputs/r", "--timeout", "2", home=tmp_path, env=env)
     assert synced.returncode != 0
     assert "still unsent" not in synced.stdout and "nothing sent" in synced.stdout, synced.stdout
     assert "Traceback" not in synced.stderr
@@ -141,16 +157,17 @@ def test_sync_with_the_platform_still_down_counts_nothing_as_minus_one(
 
 def test_hosted_refusals_speak_cli_not_http(platform: Platform, tmp_path: Path) -> None:
     env = {"PROCTOR_API_URL": platform.url, "PROCTOR_API_KEY": platform.api_key}
-    typo = cli("hosted", "run", "revers-text", "-m", "demo", home=tmp_path, env=env)
+    typo = cli_in_process("hosted", "run", "revers-text", "-m", "demo", home=tmp_path, env=env)
     line = refused(typo, "no environment 'revers-text'", "did you mean reverse-text?")
     assert "/environmentshub" not in line and "HTTP" not in line
 
-    started = cli("hosted", "run", "reverse-text", "-m", "demo", "-n", "1", home=tmp_path,
-                      env=env)  # fmt: skip
+    started = cli_in_process(
+        "hosted", "run", "reverse-text", "-m", "demo", "-n", "1", home=tmp_path, env=env
+    )
     assert started.returncode == 0, started.stderr
     evaluation_id = started.stdout.split()[0]
-    cli("hosted", "cancel", evaluation_id, home=tmp_path, env=env)  # cancelled, or ended
-    again = cli("hosted", "cancel", evaluation_id, home=tmp_path, env=env)
+    cli_in_process("hosted", "cancel", evaluation_id, home=tmp_path, env=env)  # cancelled, or ended
+    again = cli_in_process("hosted", "cancel", evaluation_id, home=tmp_path, env=env)
     assert again.returncode == 1, again.stderr
     line = again.stderr.strip()
     assert f"evaluation {evaluation_id} has already ended (" in line, line
