@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,36 @@ def test_a_verifiers_environment_runs_on_asyncios_loop_where_spawning_is_cheap()
     env = load_environment("glossary", **SUBPROCESS_RUNTIME)
     assert _spawns_processes(env)
     assert _event_loop_run(loop_module(), stdlib=True).startswith("asyncio")  # type: ignore[arg-type]
+
+
+async def test_the_harness_environment_verifiers_prepares_is_compiled_to_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rollout's harness program is a fresh Python importing its script's dependencies:
+    proctor has `uv` compile them when verifiers prepares the environment, so a program never
+    compiles them from source, even where Python may not write its cache."""
+    if "UV_DEFAULT_INDEX" not in os.environ:
+        pytest.skip("needs the harness index (UV_DEFAULT_INDEX), as scripts/test sets it")
+    from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+    monkeypatch.delenv("UV_COMPILE_BYTECODE", raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv"))
+    load_environment("glossary", **SUBPROCESS_RUNTIME)
+    assert os.environ["UV_COMPILE_BYTECODE"] == "1"
+
+    # A harness script of its own (its content names its environment), prepared by verifiers.
+    script = '# /// script\n# dependencies = ["sniffio"]\n# ///\nimport sniffio\n# ' + str(tmp_path)
+    runtime = SubprocessRuntime(SubprocessConfig())
+    await runtime.start()
+    try:
+        argv = await runtime.prepare_uv_script(script, activate=False)
+    finally:
+        await runtime.teardown()
+    site = Path(argv[0]).parent.parent / "lib"
+    assert list(site.glob("python3*/site-packages/sniffio/__pycache__/*.pyc"))
+
+    # Set by the caller, it is theirs.
+    monkeypatch.setenv("UV_COMPILE_BYTECODE", "0")
+    load_environment("glossary", **SUBPROCESS_RUNTIME)
+    assert os.environ["UV_COMPILE_BYTECODE"] == "0"

@@ -45,6 +45,20 @@ def _put_uv_on_path() -> None:
         os.environ["PATH"] = f"{here}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+def _compile_harness_bytecode() -> None:
+    """Have `uv` compile the harness programs' environment to bytecode when verifiers
+    prepares it (once per run), unless the caller set `UV_COMPILE_BYTECODE` themselves.
+
+    verifiers runs one harness program per rollout, a fresh Python that imports `openai` and
+    the rest of its script's dependencies from that environment. `uv` installs them without
+    bytecode, so each program compiled them from source again wherever Python may not write
+    its cache (`PYTHONDONTWRITEBYTECODE`, common in containers and CI), and every program of
+    the first `-c` wave did so at once everywhere else: about 0.6 s of CPU per program
+    (bench/results/verifiers_eval.md). The programs, their inputs and their results are
+    unchanged; only the compiled form of the same sources is kept."""
+    os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
+
+
 def load_verifiers_environment(name: str, env_args: dict[str, Any]) -> VerifiersEnvironment:
     """Compose the verifiers environment `name` from its `[env]` settings, as `vf-eval` does.
 
@@ -53,6 +67,7 @@ def load_verifiers_environment(name: str, env_args: dict[str, Any]) -> Verifiers
     """
     config = env_config(name, env_args)
     _put_uv_on_path()
+    _compile_harness_bytecode()
     from verifiers.v1.utils.loaders import load_environment
 
     try:
