@@ -97,10 +97,11 @@ class TreeCpu:
                 try:
                     cmdline = " ".join(child.cmdline())
                     times = child.cpu_times()
-                except psutil.Error:
+                    parent = child.ppid()
+                except psutil.Error:  # (it ended between the listing and the reading)
                     continue
                 harness = "runtimes/scripts" in cmdline or "uv-script" in cmdline
-                if child.ppid() == self.root.pid and "python" in cmdline and not harness:
+                if parent == self.root.pid and "python" in cmdline and not harness:
                     self.helpers[child.pid] = times.user + times.system
             time.sleep(POLL_S)
 
