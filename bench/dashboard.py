@@ -595,10 +595,9 @@ def main() -> None:
                 client.close()
             if not args.live_only:
                 server, url = servers[THIS]
-                client = httpx.Client(base_url=url, timeout=1800)
-                sign_in(client)
                 middle = args.samples // 2
-                with client:
+                with httpx.Client(base_url=url, timeout=1800) as client:
+                    sign_in(client)
                     results.update(pages_and_api(client, args, big, other, middle, bearer))
                 cpu = statistics_cost(settings, big, args.repeat)
                 # A restart empties every in-process cache: the first view reads the tallies.
