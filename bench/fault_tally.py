@@ -203,3 +203,62 @@ def write_sections(path: Path, head: list[str] | None, sections: dict[str, list[
         blocks.append("\n".join(sections[heading]) if heading in sections else kept[heading])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n\n".join(b for b in blocks if b) + "\n")
+
+
+SHARDED_HEADING = "## Sharded schedules"
+"""The section of a results file that the sharded schedules write."""
+
+
+def report(
+    heading: str,
+    command: str,
+    description: str,
+    outcomes: Sequence[Outcome],
+    faults: Sequence[str],
+    fault_note: str,
+    wall: float,
+    load: Load,
+    *,
+    title: str = "schedules",
+) -> list[str]:
+    """A report's lines: what ran, the machine, the totals and a row per schedule."""
+    return [
+        heading,
+        "",
+        f"Command: {command}.",
+        "",
+        description,
+        "",
+        machine_line(wall, load),
+        "",
+        *totals_table(outcomes, title),
+        "",
+        faults_line(outcomes, faults) + fault_note,
+        "",
+        *schedule_table(outcomes),
+    ]
+
+
+def write_results(
+    path: Path,
+    plain: Sequence[Outcome],
+    sharded: Sequence[Outcome],
+    wall: float,
+    load: Load,
+    head: list[str],
+    section: list[str],
+) -> None:
+    """Print the totals; write `head` when plain schedules ran and the sharded section when
+    sharded ones did, keeping the rest of the file."""
+    print(total_line([*plain, *sharded], wall, load))
+    write_sections(path, head if plain else None, {SHARDED_HEADING: section} if sharded else {})
+
+
+def command(args: Any, *, servers: bool = False) -> str:
+    """The command line that ran, as the report shows it."""
+    env = "PROCTOR_TEST_POSTGRES_URL=... " if servers else ""
+    return (
+        f"`{env}.venv/bin/python bench/faults.py{' --servers' if servers else ''} "
+        f"--schedules {args.schedules} --sharded {args.sharded} --seed {args.seed} "
+        f"--min-samples {args.min_samples} --max-samples {args.max_samples}`"
+    )

@@ -67,16 +67,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.fault_tally import (  # noqa: E402
-    Load,
+    SHARDED_HEADING,
     Outcome,
     check_hosted,
-    faults_line,
+    command,
     launcher_rows,
-    machine_line,
-    schedule_table,
-    total_line,
-    totals_table,
-    write_sections,
+    report,
+    write_results,
 )
 from tests.e2e.durability import (  # noqa: E402
     FaultProxy,
@@ -416,53 +413,23 @@ def main() -> None:
             plat.process.stop()
     wall = time.monotonic() - started
     load = (load_before, os.getloadavg())
-    print(total_line([*outcomes, *sharded], wall, load))
-    write_sections(
-        args.out,
-        write_report(args, outcomes, wall, load) if outcomes else None,
-        {SHARDED_HEADING: sharded_report(args, sharded, wall, load)} if sharded else {},
-    )
-
-
-SHARDED_HEADING = "## Sharded schedules"
-
-
-def write_report(
-    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
-) -> list[str]:
-    return [
+    ran = command(args)
+    head = report(
         "# Fault benchmark",
-        "",
-        f"Command: `.venv/bin/python bench/faults.py --schedules {args.schedules} "
-        f"--sharded {args.sharded} --seed {args.seed} --min-samples {args.min_samples} "
-        f"--max-samples {args.max_samples}` (as root, for the tmpfs mounts).",
-        "",
+        f"{ran} (as root, for the tmpfs mounts)",
         "Each schedule is a real `proctor eval reverse-text -n N -r 2 -c 8 --push` against "
         "`proctor demo-model --latency-ms 5` and `proctor server` (SQLite) on 127.0.0.1, "
         "through a loopback fault proxy; see the docstring of `bench/faults.py`.",
-        "",
-        machine_line(wall, load),
-        "",
-        *totals_table(outcomes),
-        "",
-        faults_line(outcomes, FAULTS)
-        + ". A killed eval finished by `runs sync` is closed FAILED with what it wrote "
+        outcomes,
+        FAULTS,
+        ". A killed eval finished by `runs sync` is closed FAILED with what it wrote "
         "(expected < samples); one finished by `--resume` runs the rest.",
-        "",
-        *schedule_table(outcomes),
-    ]
-
-
-def sharded_report(
-    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
-) -> list[str]:
-    return [
+        wall,
+        load,
+    )
+    section = report(
         SHARDED_HEADING,
-        "",
-        f"Command: `.venv/bin/python bench/faults.py --schedules {args.schedules} "
-        f"--sharded {args.sharded} --seed {args.seed} --min-samples {args.min_samples} "
-        f"--max-samples {args.max_samples}` (the last {len(outcomes)} schedules).",
-        "",
+        f"{ran} (the last {len(sharded)} schedules)",
         "Each schedule is one hosted evaluation of `reverse-text -r 2` in 2-4 shards "
         "(`max_concurrent` 2 each) on the server's in-server launcher (local sandboxes, "
         f"unconfined, {SHARD_ATTEMPTS} attempts per shard) against `proctor demo-model "
@@ -472,16 +439,14 @@ def sharded_report(
         "random 10-70 % of the samples are stored. Expected: every (example, rollout) pair "
         "once; COMPLETED with that count; claimed once; a shard killed k times ran k + 1 "
         "times (notes say otherwise).",
-        "",
-        machine_line(wall, load),
-        "",
-        *totals_table(outcomes, "sharded schedules"),
-        "",
-        faults_line(outcomes, SHARD_FAULTS) + ". Adopted: the restarted server's launcher "
-        "taking the running shards back.",
-        "",
-        *schedule_table(outcomes),
-    ]
+        sharded,
+        SHARD_FAULTS,
+        ". Adopted: the restarted server's launcher taking the running shards back.",
+        wall,
+        load,
+        title="sharded schedules",
+    )
+    write_results(args.out, outcomes, sharded, wall, load, head, section)
 
 
 if __name__ == "__main__":

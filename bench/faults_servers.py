@@ -37,15 +37,12 @@ import time
 from pathlib import Path
 
 from bench.fault_tally import (
-    Load,
+    SHARDED_HEADING,
     Outcome,
     check_hosted,
-    faults_line,
-    machine_line,
-    schedule_table,
-    total_line,
-    totals_table,
-    write_sections,
+    command,
+    report,
+    write_results,
 )
 from tests.e2e.durability import (
     demo_model,
@@ -70,7 +67,6 @@ PUSHED = 2
 HOSTED = 2
 LATENCY_MS = 200
 SHARDS = 3
-SHARDED_HEADING = "## Sharded schedules"
 
 
 def _restart(server: Server) -> None:
@@ -122,7 +118,7 @@ def run_server_schedule(
     faults = rng.sample(SERVER_FAULTS, rng.randint(1, 3))
     sizes = [rng.randint(samples[0] // 2, samples[1] // 2) for _ in range(PUSHED)]
     hosted_n = [rng.randint(samples[0] // 4, samples[1] // 4) for _ in range(HOSTED)]
-    shards = [None] * HOSTED
+    shards: list[int | None] = [None] * HOSTED
     if sharded:
         hosted_n.append(rng.randint(samples[0] // 2, samples[1] // 2))
         shards.append(SHARDS)
@@ -235,65 +231,34 @@ def servers_main(args: argparse.Namespace) -> None:
                 print(o.line(), flush=True)
     wall = time.monotonic() - started
     load = (load_before, os.getloadavg())
-    print(total_line([*outcomes, *sharded], wall, load))
-    write_sections(
-        args.out,
-        _report(args, outcomes, wall, load) if outcomes else None,
-        {SHARDED_HEADING: _sharded_report(args, sharded, wall, load)} if sharded else {},
-    )
-
-
-def _command(args: argparse.Namespace) -> str:
-    return (
-        f"`PROCTOR_TEST_POSTGRES_URL=... .venv/bin/python bench/faults.py --servers "
-        f"--schedules {args.schedules} --sharded {args.sharded} --seed {args.seed} "
-        f"--min-samples {args.min_samples} --max-samples {args.max_samples}`"
-    )
-
-
-def _report(
-    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
-) -> list[str]:
-    return [
+    ran = command(args, servers=True)
+    head = report(
         "# Fault benchmark: server kills across two servers",
-        "",
-        f"Command: {_command(args)}.",
-        "",
+        ran,
         f"Each schedule: {PUSHED} pushed `proctor eval reverse-text -r 2 -c 4` runs and "
         f"{HOSTED} hosted evaluations (`-c 1`, local sandboxes, unconfined) at once, against "
-        f"`proctor demo-model --latency-ms {LATENCY_MS}` and two `proctor server` processes on one "
-        "PostgreSQL behind a loopback balancer; see the docstring of `bench/faults_servers.py`.",
-        "",
-        machine_line(wall, load),
-        "",
-        *totals_table(outcomes),
-        "",
-        faults_line(outcomes, SERVER_FAULTS) + ". Adopted: by the other server, or by the same "
-        "one restarted.",
-        "",
-        *schedule_table(outcomes),
-    ]
-
-
-def _sharded_report(
-    args: argparse.Namespace, outcomes: list[Outcome], wall: float, load: Load
-) -> list[str]:
-    return [
+        f"`proctor demo-model --latency-ms {LATENCY_MS}` and two `proctor server` processes on "
+        "one PostgreSQL behind a loopback balancer; see the docstring of "
+        "`bench/faults_servers.py`.",
+        outcomes,
+        SERVER_FAULTS,
+        ". Adopted: by the other server, or by the same one restarted.",
+        wall,
+        load,
+    )
+    section = report(
         SHARDED_HEADING,
-        "",
-        f"Command: {_command(args)} (the last {len(outcomes)} schedules).",
-        "",
+        f"{ran} (the last {len(sharded)} schedules)",
         f"As above, plus a third hosted evaluation in {SHARDS} shards (`reverse-text -r 1`, "
         "`-c 1` per shard) in each schedule: the server kills strike while its shards run. "
         "Its (example, rollout) pairs are counted like the others' samples; it must end "
         "COMPLETED with every pair, claimed once. Adopted: sandboxes and sharded evaluations "
         "taken over by the other server, or by the same one restarted.",
-        "",
-        machine_line(wall, load),
-        "",
-        *totals_table(outcomes, "sharded schedules"),
-        "",
-        faults_line(outcomes, SERVER_FAULTS) + ".",
-        "",
-        *schedule_table(outcomes),
-    ]
+        sharded,
+        SERVER_FAULTS,
+        ".",
+        wall,
+        load,
+        title="sharded schedules",
+    )
+    write_results(args.out, outcomes, sharded, wall, load, head, section)
