@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from proctor.sandboxes.guard import (
+    END_MARKER,
     ENV_METADATA_KEY,
     FILES_METADATA_KEY,
     RAY_JOB_CONFIG,
@@ -145,6 +146,7 @@ def test_the_command_runs_in_the_work_dir_the_metadata_names(tmp_path: Path) -> 
             check=True,
         )
         ran_in = Path(done.stdout.strip())
+        assert done.stderr.endswith(f"{END_MARKER} 0\n")  # the log's last line
         assert (ran_in / "outputs" / "run-1").is_dir() and (ran_in / "eval.toml").is_file()
         assert list(started_in.iterdir()) == []
         if expected is not None:

@@ -72,6 +72,8 @@ FILES_METADATA_KEY = "proctor_files"
 WORKDIR_METADATA_KEY = "proctor_workdir"
 """The job-metadata entry that names the sandbox's work dir on the node (a path)."""
 
+END_MARKER = "[proctor guard] the command exited with code"
+"""The guard's last line on stderr (the job's log), followed by the exit code."""
 _DONE = b"done"
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -258,7 +260,11 @@ def run(command: str) -> int:
         _kill_group(proc.pid)  # the command is over: so is what it left behind
     os.write(write_fd, _DONE)
     os.close(write_fd)
-    return 128 - code if code < 0 else code
+    code = 128 - code if code < 0 else code
+    # The log's last line: whoever reads the log (through Ray, which may serve it late)
+    # knows it has all of it once this line is there.
+    print(f"{END_MARKER} {code}", file=sys.stderr, flush=True)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

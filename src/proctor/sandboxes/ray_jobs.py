@@ -16,6 +16,7 @@ Needs the optional extra: `pip install 'proctor[ray]'`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from proctor.errors import ConfigError, SandboxError
 from proctor.sandboxes.confine import DEFAULT_UIDS, Limits, Policy
 from proctor.sandboxes.guard import (
     CONFINE_METADATA_KEY,
+    END_MARKER,
     ENV_METADATA_KEY,
     FILES_METADATA_KEY,
     WORKDIR_METADATA_KEY,
@@ -48,8 +50,9 @@ from proctor.sandboxes.sandbox import (
 logger = logging.getLogger(__name__)
 
 _TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
-LOG_WAIT_SECONDS = 5.0
-"""How long `logs` asks again for an ended job's log while Ray answers with nothing."""
+LOG_WAIT_SECONDS = 10.0
+"""How long `logs` asks again for an ended job's log until it holds the guard's last line."""
+_KEPT_LOGS = 256  # ended jobs' logs kept, newest last
 
 
 class Config(BaseModel):
@@ -134,6 +137,7 @@ class RaySandbox:
                 "The ray sandbox needs Ray; install it with `pip install ray`."
             ) from e
         self.address = address
+        self._ended_logs: dict[str, str] = {}
         try:
             self._client: Any = JobSubmissionClient(address)
         except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError...
@@ -225,16 +229,26 @@ class RaySandbox:
     def logs(self, handle: SandboxHandle, tail_bytes: int = 1 << 20) -> str:
         """The job's driver log so far, cut to its tail.
 
-        Just after a job ends, or on a busy cluster, Ray may answer with nothing (a timeout,
-        an agent not yet found): an ended job's log is asked again for up to
-        `LOG_WAIT_SECONDS`, so a failed shard's error carries its output."""
+        Ray may serve an ended job's log late (empty, or its first lines only, for a while
+        after the job ended, or nothing on a timeout): an ended job's log is asked again
+        until it holds the guard's last line, for up to `LOG_WAIT_SECONDS` (a killed guard
+        writes none), and then kept, so a failed shard's error carries its output."""
+        kept = self._ended_logs.get(handle.ref)
+        if kept is not None:
+            return tail_text(kept.encode("utf-8", errors="replace"), tail_bytes)
         deadline = time.monotonic() + LOG_WAIT_SECONDS
         while True:
             try:
                 text = str(self._client.get_job_logs(handle.ref))
             except Exception:
                 text = ""
-            if text or time.monotonic() >= deadline or self.poll(handle).running:
+            ended = END_MARKER in text or not self.poll(handle).running
+            if ended and (END_MARKER in text or time.monotonic() >= deadline):
+                self._ended_logs[handle.ref] = text
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    while len(self._ended_logs) > _KEPT_LOGS:  # (another thread may too)
+                        del self._ended_logs[next(iter(self._ended_logs))]
+            if not ended or handle.ref in self._ended_logs:
                 return tail_text(text.encode("utf-8", errors="replace"), tail_bytes)
             time.sleep(0.25)
 
