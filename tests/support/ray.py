@@ -164,16 +164,15 @@ def start_cluster(
     try:
         head = RayNode("head", root / "head", free_port())
         cluster.nodes.append(head)
-        _start_in(workdir, env, ["--head", *_head_args(cluster), *_node_args(head, head_cpus)])
-        wait_http(f"{cluster.address}/api/version", timeout=120)
+        head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
+        _start_node(cluster, head, head_args, workdir, env, alive=1, retry=False)
         for i in range(1, workers + 1):
-            node = RayNode(f"worker{i}", root / f"worker{i}", free_port())
-            cluster.nodes.append(node)
-            _start_in(
-                workdir,
-                env,
-                [f"--address={cluster.gcs_address}", *_node_args(node, worker_cpus)],
-            )
+            for attempt in ("", "b"):
+                node = RayNode(f"worker{i}{attempt}", root / f"worker{i}{attempt}", free_port())
+                cluster.nodes.append(node)
+                args = [f"--address={cluster.gcs_address}", *_node_args(node, worker_cpus)]
+                if _start_node(cluster, node, args, workdir, env, alive=i + 1, retry=not attempt):
+                    break
         wait_until(
             lambda: cluster.alive_nodes() == workers + 1,
             timeout=120,
@@ -187,6 +186,55 @@ def start_cluster(
     return cluster
 
 
+def _start_node(
+    cluster: RayCluster,
+    node: RayNode,
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    alive: int,
+    retry: bool,
+) -> bool:
+    """`ray start` one node; whether it joined. `ray start` gives a raylet 30 s (fixed in
+    Ray) to register with the GCS, which a loaded machine (CI's two cores) may outlast:
+    then the node may still join, so it is waited for; a node that never does is ended
+    (its processes, by its folder) and, with `retry`, started again by the caller."""
+    started = subprocess.run(
+        [RAY, "start", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    if started.returncode == 0:
+        if node.name == "head":
+            wait_http(f"{cluster.address}/api/version", timeout=120)
+        return True
+    try:
+        wait_until(lambda: cluster.alive_nodes() >= alive, timeout=120, interval=1.0)
+        return True
+    except TimeoutError:
+        if not retry:
+            raise RuntimeError(
+                f"`ray start` failed for the {node.name} node:\n{started.stdout}{started.stderr}"
+            ) from None
+    _end(node.temp_dir)
+    return False
+
+
+def _end(folder: Path) -> None:
+    """SIGKILL the processes whose command line names `folder` (a node's own), and below."""
+    root = str(folder)
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any(arg == root or f"{root}/" in arg for arg in proc.info["cmdline"] or []):
+                found[proc.pid] = proc
+                found.update((c.pid, c) for c in proc.children(recursive=True))
+    found.pop(os.getpid(), None)
+    for proc in found.values():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(list(found.values()), timeout=10)
+
+
 def _head_args(cluster: RayCluster) -> list[str]:
     return [
         f"--port={cluster.gcs_port}",
@@ -195,14 +243,6 @@ def _head_args(cluster: RayCluster) -> list[str]:
         "--include-dashboard=true",
         f"--ray-client-server-port={free_port()}",
     ]
-
-
-def _start_in(cwd: Path, env: dict[str, str], args: list[str]) -> None:
-    started = subprocess.run(
-        [RAY, "start", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
-    )
-    if started.returncode != 0:
-        raise RuntimeError(f"`ray start` failed:\n{started.stdout}{started.stderr}")
 
 
 def _wait_for_jobs(cluster: RayCluster) -> None:
