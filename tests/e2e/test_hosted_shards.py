@@ -1,7 +1,7 @@
 """A sharded hosted evaluation end to end on local sandboxes: a real server whose launcher
 runs N `proctor eval --shard I/N --run.attach` sandboxes against a slow demo model.
 
-tests/sandboxes/test_ray_shards.py runs the same on a three-node Ray cluster.
+tests/e2e/test_ray_cluster.py runs the same on a three-node Ray cluster.
 """
 
 from __future__ import annotations

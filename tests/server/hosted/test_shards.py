@@ -2,7 +2,7 @@
 
 Shell one-liners stand in for `proctor eval` (the template's `{options}` carry `--shard
 I/N`); tests/e2e/test_hosted_shards.py runs the real CLI against a real server, and
-tests/sandboxes/test_ray_shards.py on a three-node Ray cluster.
+tests/e2e/test_ray_cluster.py on a three-node Ray cluster.
 """
 
 from __future__ import annotations
