@@ -162,10 +162,14 @@ def start_cluster(
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     try:
-        head = RayNode("head", root / "head", free_port())
-        cluster.nodes.append(head)
-        head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
-        _start_node(cluster, head, head_args, workdir, env, alive=1, retry=False)
+        for attempt in ("", "b"):
+            head = RayNode(f"head{attempt}", root / f"head{attempt}", free_port())
+            cluster.nodes.append(head)
+            if attempt:  # ports of its own: the first head's may not be free again yet
+                cluster.gcs_port, cluster.dashboard_port = free_port(), free_port()
+            head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
+            if _start_node(cluster, head, head_args, workdir, env, alive=1, retry=not attempt):
+                break
         for i in range(1, workers + 1):
             for attempt in ("", "b"):
                 node = RayNode(f"worker{i}{attempt}", root / f"worker{i}{attempt}", free_port())
@@ -199,16 +203,17 @@ def _start_node(
     """`ray start` one node; whether it joined. `ray start` gives a raylet 30 s (fixed in
     Ray) to register with the GCS, which a loaded machine (CI's two cores) may outlast:
     then the node may still join, so it is waited for; a node that never does is ended
-    (its processes, by its folder) and, with `retry`, started again by the caller."""
+    (its processes, by its folder) and, with `retry`, started again by the caller (`ray
+    start` usually ends what it started when it gives up)."""
     started = subprocess.run(
         [RAY, "start", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
     )
     if started.returncode == 0:
-        if node.name == "head":
+        if node.name.startswith("head"):
             wait_http(f"{cluster.address}/api/version", timeout=120)
         return True
     try:
-        wait_until(lambda: cluster.alive_nodes() >= alive, timeout=120, interval=1.0)
+        wait_until(lambda: cluster.alive_nodes() >= alive, timeout=20, interval=1.0)
         return True
     except TimeoutError:
         if not retry:
