@@ -28,6 +28,7 @@ def doc_module(containing: str) -> types.ModuleType:
     return module
 
 
+@pytest.mark.process  # the sandbox runs the code in a process of its own
 async def test_the_code_env_example_runs_code_and_rewards_its_output() -> None:
     example = doc_module('"""fizzbuzz:')
     env = example.load_environment()

@@ -15,6 +15,9 @@ from proctor.envs.builtin import humaneval
 from proctor.testing import ScriptedClient
 from tests.support.procs import PROCTOR
 
+# Scoring runs the reply's code in the sandbox, a process of its own.
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def env() -> Any:

@@ -38,6 +38,7 @@ def test_bad_environment_arguments_are_config_errors() -> None:
         load_environment("reverse-text", num_tasks=0)
 
 
+@pytest.mark.process  # loading humaneval probes the code sandbox, a process of its own
 def test_list_environments_describes_each() -> None:
     infos = {info.name: info for info in list_environments()}
     assert set(BUILTINS) <= set(infos)

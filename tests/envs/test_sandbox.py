@@ -16,6 +16,9 @@ from proctor.errors import ConfigError, SandboxUnavailable
 from tests.support.procs import PROCTOR
 from tests.support.tools import require
 
+# Every test runs code in the sandbox, a process of its own (`Sandbox.run` does not name one).
+pytestmark = pytest.mark.process
+
 LIMITS = SandboxLimits(
     timeout_s=4.0, cpu_s=2, memory_mb=256, max_processes=16, max_output_bytes=4096, disk_mb=8
 )
