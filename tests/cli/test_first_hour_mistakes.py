@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import Ran, cli_in_process
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR, free_port
 
@@ -30,7 +30,7 @@ def proctor(
     )
 
 
-def refused(result: subprocess.CompletedProcess[str] | Ran, *says: str) -> str:
+def refused(result: Finished, *says: str) -> str:
     """The one line a refusal prints; asserts exit 2 and no traceback."""
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr

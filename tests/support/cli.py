@@ -10,11 +10,21 @@ import os
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+
+class Finished(Protocol):
+    """What a finished command returned and printed, run here (`Ran`) or in a process of its
+    own (the standard library's completed process)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 @dataclass(frozen=True)
 class Ran:
-    """What a command returned and printed (the fields of `subprocess.CompletedProcess`)."""
+    """What a command run in this process returned and printed."""
 
     returncode: int
     stdout: str
