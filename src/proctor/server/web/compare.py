@@ -19,13 +19,12 @@ from proctor.server.auth.schemas import Principal
 from proctor.server.db.models import Evaluation
 from proctor.server.evaluations import service
 from proctor.server.evaluations import stats as evaluation_stats
-from proctor.server.evaluations.schemas import PairedComparison
+from proctor.server.evaluations.schemas import ComparedExample, PairedComparison
 from proctor.server.web import views
 from proctor.server.web.pages import (
     COMPARE_FILTERS,
     COMPARE_SORTS,
     CompareColumn,
-    CompareExample,
     CompareMetric,
     ComparePage,
     ExamplePage,
@@ -153,7 +152,7 @@ def compare_page(
         pass_threshold_source=answer["pass_threshold_source"],
         mean_difference=None if a_mean is None or b_mean is None else b_mean - a_mean,
         metrics=_metric_table(evaluations, figures),
-        examples=[CompareExample.model_validate(row) for row in listed["rows"]],
+        examples=[ComparedExample.model_validate(row) for row in listed["rows"]],
         sort=sort,
         sorts=COMPARE_SORTS,
         show=show,

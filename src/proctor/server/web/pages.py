@@ -24,7 +24,12 @@ from markupsafe import Markup, escape
 from pydantic import BaseModel, ConfigDict, JsonValue, PlainSerializer, PlainValidator
 
 from proctor.contract import Status
-from proctor.server.evaluations.schemas import EvaluationRecord, EvaluationStats, PairedComparison
+from proctor.server.evaluations.schemas import (
+    ComparedExample,
+    EvaluationRecord,
+    EvaluationStats,
+    PairedComparison,
+)
 from proctor.server.traces.schemas import TraceSummary
 from proctor.server.web.histograms import Bucket, ExampleSummary
 
@@ -411,22 +416,6 @@ class CompareMetric(_Model):
     """Whether the values present are not all the same."""
 
 
-class CompareExample(_Model):
-    """One example's mean scored reward in each evaluation."""
-
-    example_id: int
-    means: list[float | None]
-    """None where the evaluation lacks the example or every rollout of it errored."""
-    errored: list[bool]
-    """Where the evaluation has the example but every rollout of it errored."""
-    present: list[bool]
-    """Where the evaluation has samples of the example."""
-    diff: float | None
-    """B - A (the first two) as the paired analysis counts it (an all-errored side as 0)."""
-    spread: float | None
-    """Highest minus lowest mean, when two or more scored it."""
-
-
 COMPARE_SORTS = {
     "example": "example id",
     "diff": "largest regressions first (B - A, lowest first)",
@@ -457,7 +446,7 @@ class ComparePage(_Model):
     mean_difference: float | None
     """B's headline mean minus A's (over each one's own scored samples), for contrast."""
     metrics: list[CompareMetric]
-    examples: list[CompareExample]
+    examples: list[ComparedExample]
     sort: str
     sorts: dict[str, str]
     show: str
