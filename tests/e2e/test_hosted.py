@@ -58,6 +58,7 @@ def test_hosted_run_completes_with_all_samples_and_intact_metadata(
     )
     pending = client.get(f"/evaluations/{evaluation_id}").json()
     assert pending["is_hosted"] is True
+    assert client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["ended"] is False
     assert pending["metadata"] == {
         "launcher": "proctor",
         "environment": "alphabet-sort",
@@ -74,8 +75,9 @@ def test_hosted_run_completes_with_all_samples_and_intact_metadata(
     assert record["total_samples"] == 10
     assert record["metadata"] == pending["metadata"]  # the attached run left it alone
     assert record["metrics"]["avg_reward"] > 0
-    logs = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()["logs"]
-    assert "alphabet-sort" in logs and "finalized" in logs
+    answer = client.get(f"/hosted-evaluations/{evaluation_id}/logs").json()
+    assert "alphabet-sort" in answer["logs"] and "finalized" in answer["logs"]
+    assert answer["ended"] is True  # closed by the launcher: the log whole, the status final
     after = client.get("/evaluations/", params={"limit": 500}).json()["total"]
     assert after == before + 1  # the sandbox attached; it opened no second evaluation
     assert hosted_row(hosted_platform, evaluation_id)["exit_code"] == 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from proctor.errors import ConfigError, PlatformError
+from proctor.runs import PlatformClient
 from proctor.sandboxes import remote
 from proctor.sandboxes.sandbox import tail_text
 from tests.support.procs import free_port
@@ -50,3 +52,34 @@ def test_a_platform_not_running_is_named_with_the_fix() -> None:
             remote.logs(client, "ev-1")
     finally:
         client.close()
+
+
+def test_follow_reads_the_last_lines_and_the_status_the_launcher_closed_with() -> None:
+    # The run finalized (COMPLETED) while its sandbox still printed; then the launcher closed
+    # it on the sandbox's exit and overruled the status. Following shows both.
+    logs = iter(
+        [
+            {"logs": "start\n", "ended": False},
+            {"logs": "start\n", "ended": False},
+            {"logs": "start\nresults: /runs/x\n", "ended": True},
+        ]
+    )
+    records = iter([{"status": "COMPLETED"}, {"status": "FAILED", "error_message": "exit 1"}])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/logs"):
+            return httpx.Response(200, json=next(logs))
+        return httpx.Response(200, json=next(records))
+
+    http = httpx.Client(transport=httpx.MockTransport(answer))
+    client = PlatformClient("http://platform.test", "pk-follow", http=http)
+    shown: list[str] = []
+    record = remote.follow(
+        client,
+        "ev-1",
+        on_logs=shown.append,
+        on_status=lambda r: shown.append(f"[{r['status']}]"),
+        poll_seconds=0.01,
+    )
+    assert "".join(shown) == "start\nresults: /runs/x\n[FAILED]"
+    assert record["status"] == "FAILED"

@@ -90,9 +90,14 @@ def compare(
 
 def logs(client: PlatformClient, evaluation_id: str, *, shard: int | None = None) -> str:
     """The sandbox's output so far."""
+    return str(_logs_answer(client, evaluation_id, shard=shard).get("logs") or "")
+
+
+def _logs_answer(
+    client: PlatformClient, evaluation_id: str, *, shard: int | None = None
+) -> dict[str, Any]:
     query = "" if shard is None else f"?shard={shard}"
-    path = f"/hosted-evaluations/{evaluation_id}/logs{query}"
-    return str(client.call("GET", path).get("logs") or "")
+    return client.call("GET", f"/hosted-evaluations/{evaluation_id}/logs{query}")
 
 
 def shard_count(record: dict[str, Any]) -> int:
@@ -164,11 +169,14 @@ def follow(
     on_status: Callable[[dict[str, Any]], None] | None = None,
     poll_seconds: float = 1.0,
     outage_seconds: float = 120.0,
+    close_seconds: float = 30.0,
 ) -> dict[str, Any]:
     """Stream the sandbox's logs and status changes until the evaluation ends.
 
     Args:
         outage_seconds: How long the platform may stay unreachable before following stops.
+        close_seconds: How long, once the status is terminal, to wait for the launcher to
+            close the run (the sandbox's last lines, a status overruled on its exit).
 
     Returns:
         The final record (terminal status).
@@ -209,13 +217,26 @@ def follow(
             on_logs(added)
             printed = text
         if record.get("status") in TERMINAL_STATUSES:
-            # The record can turn terminal before the last lines were read: one more look.
-            if sharded is not None:
-                added = sharded.read(client, evaluation_id)
-            else:
-                added = new_text(printed, logs(client, evaluation_id))
-            if added:
-                on_logs(added)
+            # A run finalizes before its sandbox prints its last lines and exits, and the
+            # launcher may still overrule the status on that exit: read on until it closed
+            # the run (a server without `ended` closes at once), then read the status again.
+            deadline = time.monotonic() + close_seconds
+            try:
+                while True:
+                    answer = _logs_answer(client, evaluation_id)
+                    if sharded is not None:
+                        added = sharded.read(client, evaluation_id)
+                    else:
+                        text = str(answer.get("logs") or "")
+                        added, printed = new_text(printed, text), text
+                    if added:
+                        on_logs(added)
+                    if answer.get("ended", True) or time.monotonic() > deadline:
+                        break
+                    time.sleep(poll_seconds)
+                record = get(client, evaluation_id)
+            except (PlatformUnreachable, RetryableAPIError):
+                pass  # the status already read stands
             if on_status is not None:
                 on_status(record)  # after the sandbox's last lines, so the status closes the log
             return record

@@ -47,7 +47,7 @@ def logs(
 ) -> HostedLogs:
     """The sandbox's output so far (a sharded run's: each shard's, or `shard`'s alone)."""
     text = service.read_logs(session, principal, evaluation_id, settings.hosted, shard=shard)
-    return HostedLogs(logs=text)
+    return HostedLogs(logs=text, ended=service.has_ended(session, evaluation_id))
 
 
 @router.patch(

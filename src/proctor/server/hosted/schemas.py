@@ -57,6 +57,9 @@ class HostedLogs(BaseModel):
 
     logs: str
     """The sandbox's output so far (its tail, behind a marker line, when very long)."""
+    ended: bool = False
+    """Whether the launcher has closed the run (its sandboxes ended, its status set): the log
+    is whole and the evaluation's status final (a proctor extension)."""
 
 
 class CancelledHostedEvaluation(BaseModel):

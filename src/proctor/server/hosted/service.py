@@ -198,6 +198,12 @@ def read_logs(
     return backend.logs(handle, settings.log_tail_bytes)
 
 
+def has_ended(session: Session, evaluation_id: str) -> bool:
+    """Whether the launcher has closed the hosted evaluation (read after `read_logs`, which
+    checked that the caller may see it)."""
+    return _hosted(session, evaluation_id).ended_at is not None
+
+
 def shard_progress(session: Session, evaluation: Evaluation) -> list[sharding.ShardProgress]:
     """Each shard of a visible hosted evaluation (empty when it is not sharded)."""
     hosted = session.get(HostedEvaluation, evaluation.id)
