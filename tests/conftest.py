@@ -5,6 +5,7 @@ imports (`from tests.conftest import Platform`) working."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,18 @@ from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 pytest_plugins = ["tests.support.tiers"]
 
 __all__ = ["BOOTSTRAP_KEY", "Platform", "postgres_url", "start_platform"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the tests' processes the signals a terminal's foreground job has.
+
+    A runner started in the background of a script (`cmd &`, nohup) ignores SIGINT and
+    SIGHUP, and a child inherits an ignored signal, so a server a test stops with SIGHUP
+    would never see it. Each xdist worker runs this too."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
