@@ -21,6 +21,7 @@ from proctor.envs.verifiers._harness_index import script_dependencies, write_sim
 from proctor.errors import ConfigError
 from proctor.projection import project_episode, project_record
 from tests.envs.verifiers_fixtures import ENVS_DIR, SUBPROCESS_RUNTIME, use_vendored_envs
+from tests.support import tools
 
 pytest.importorskip("verifiers")
 
@@ -228,7 +229,7 @@ async def test_the_harness_environment_verifiers_prepares_is_compiled_to_bytecod
     proctor has `uv` compile them when verifiers prepares the environment, so a program never
     compiles them from source, even where Python may not write its cache."""
     if "UV_DEFAULT_INDEX" not in os.environ:
-        pytest.skip("needs the harness index (UV_DEFAULT_INDEX), as scripts/test sets it")
+        tools.missing("needs the harness index (UV_DEFAULT_INDEX), as scripts/test sets it")
     from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
 
     monkeypatch.delenv("UV_COMPILE_BYTECODE", raising=False)
