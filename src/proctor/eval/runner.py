@@ -13,12 +13,12 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ConfigError, PlatformError, ProctorError, RunDirError
+from proctor.eval import event_loop
 from proctor.eval.config import EvalConfig
 from proctor.eval.judge import open_judge
 from proctor.eval.platform_run import LocalRun, PlatformRun, open_platform_run
@@ -136,7 +136,7 @@ def run_eval(
             client=client,
             platform_run=platform,
         )
-        return _event_loop_run(run.execute(), stdlib=_spawns_processes(env))
+        return event_loop.run(run.execute(), stdlib=_spawns_processes(env))
     finally:
         lock.release()
 
@@ -190,23 +190,8 @@ def _base_url_flag(config: EvalConfig) -> str:
 
 def _spawns_processes(env: Environment) -> bool:
     """Whether the environment starts processes per rollout (`spawns_processes`, e.g. a
-    verifiers harness program each): it then runs on asyncio's loop, whose subprocesses
-    are vforked, where uvloop forks the whole runner (about 16 ms of CPU against 0.4 ms
-    per process for a runner of a few hundred MB; `bench/results/verifiers_eval.md`)."""
+    verifiers harness program each): it then runs on asyncio's loop (`event_loop`)."""
     return bool(getattr(env, "spawns_processes", False))
-
-
-def _event_loop_run(coro: Coroutine[Any, Any, EvalResult], *, stdlib: bool) -> EvalResult:
-    """Run on uvloop when it is installed (less CPU per request), else, or when `stdlib`,
-    on asyncio's loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    if stdlib:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
 
 
 class _Run:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proctor.errors import ProctorError, WorkerError
+from proctor.eval import event_loop
 from proctor.eval.scheduler import Job, JobFeed, run_jobs
 
 if TYPE_CHECKING:
@@ -493,11 +494,6 @@ def main() -> None:
     # environment that prints cannot corrupt the stream of episodes.
     proto_in, proto_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)
-    try:
-        import uvloop
-    except ImportError:  # uvloop is optional: the default loop is only slower
-        raise SystemExit(asyncio.run(_worker(proto_in, proto_out))) from None
-    if STDLIB_LOOP in sys.argv[1:]:  # the environment spawns processes (see the runner)
-        raise SystemExit(asyncio.run(_worker(proto_in, proto_out)))
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        raise SystemExit(runner.run(_worker(proto_in, proto_out)))
+    # STDLIB_LOOP: the environment spawns processes (see `event_loop`).
+    stdlib = STDLIB_LOOP in sys.argv[1:]
+    raise SystemExit(event_loop.run(_worker(proto_in, proto_out), stdlib=stdlib))
