@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -72,6 +72,31 @@ async def test_a_broken_reference_is_a_scoring_error_not_a_zero() -> None:
     assert episode.rewards == {"math_answer": None}
     assert episode.error is not None and episode.error["stage"] == "scoring"
     assert "could not be read as mathematics" in episode.error["message"]
+
+
+async def test_a_comparison_past_its_timeout_is_an_error_and_the_first_use_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from proctor.envs import _math
+
+    def slow_on(text: str) -> Callable[[str, str], bool]:
+        def verify(response: str, answer: str) -> bool:
+            time.sleep(0.6 if response == text else 0.0)
+            return True
+
+        return verify
+
+    # math-verify's first use (sympy, its grammars) may take seconds under load: not counted.
+    _math._warmed_up.cache_clear()
+    monkeypatch.setattr(_math, "verify_math", slow_on("$1$"))
+    assert await _math.verify_math_async("\\boxed{2}", "2", timeout_s=0.3)
+    # A comparison that takes too long is an error, never a guess.
+    monkeypatch.setattr(_math, "verify_math", slow_on("\\boxed{2}"))
+    with pytest.raises(TimeoutError, match=r"comparing the answer took more than 0\.3s"):
+        await _math.verify_math_async("\\boxed{2}", "2", timeout_s=0.3)
+    _math._warmed_up.cache_clear()
 
 
 def test_topics_filter_and_unknown_topics() -> None:

@@ -39,6 +39,14 @@ def _math_verify() -> Any:
     return math_verify
 
 
+@lru_cache(maxsize=1)
+def _warmed_up() -> bool:
+    """Import math-verify and have it read and compare once: its first use loads sympy and
+    builds its grammars (seconds on a busy machine), which no comparison's timeout counts."""
+    verify_math("$1$", "1")
+    return True
+
+
 @lru_cache(maxsize=4096)
 def _parse_reference(answer: str) -> Any:
     mv = _math_verify()
@@ -65,7 +73,8 @@ def verify_math(response: str, answer: str) -> bool:
 
 
 async def verify_math_async(response: str, answer: str, *, timeout_s: float = TIMEOUT_S) -> bool:
-    """`verify_math` in a worker thread, bounded by `timeout_s` of its own running time.
+    """`verify_math` in a worker thread, bounded by `timeout_s` of its own running time
+    (math-verify's first use, loading sympy, is not counted).
 
     Raises:
         TimeoutError: the comparison took longer (the thread is abandoned, not killed).
@@ -80,6 +89,7 @@ async def verify_math_async(response: str, answer: str, *, timeout_s: float = TI
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="math-verify")
         executor = _executor
+        await loop.run_in_executor(executor, _warmed_up)  # (once; outside the timeout)
         job = loop.run_in_executor(executor, verify_math, response, str(answer))
         try:
             return await asyncio.wait_for(job, timeout_s)
