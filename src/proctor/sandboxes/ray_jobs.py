@@ -232,7 +232,9 @@ class RaySandbox:
         Ray may serve an ended job's log late (empty, or its first lines only, for a while
         after the job ended, or nothing on a timeout): an ended job's log is asked again
         until it holds the guard's last line, for up to `LOG_WAIT_SECONDS` (a killed guard
-        writes none), and then kept, so a failed shard's error carries its output."""
+        writes none), and then kept, so a failed shard's error carries its output. If it
+        never comes, a failed job's status message is kept after it: Ray's supervisor
+        writes the log's last lines there, read on the node the entrypoint ran on."""
         kept = self._ended_logs.get(handle.ref)
         if kept is not None:
             return tail_text(kept.encode("utf-8", errors="replace"), tail_bytes)
@@ -242,15 +244,29 @@ class RaySandbox:
                 text = str(self._client.get_job_logs(handle.ref))
             except Exception:
                 text = ""
-            ended = END_MARKER in text or not self.poll(handle).running
-            if ended and (END_MARKER in text or time.monotonic() >= deadline):
-                self._ended_logs[handle.ref] = text
-                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                    while len(self._ended_logs) > _KEPT_LOGS:  # (another thread may too)
-                        del self._ended_logs[next(iter(self._ended_logs))]
-            if not ended or handle.ref in self._ended_logs:
+            if END_MARKER in text:
+                return self._keep(handle, text, tail_bytes)
+            try:
+                info = self._client.get_job_info(handle.ref)
+            except Exception:
+                info = None
+            ended = info is None or str(getattr(info.status, "value", info.status)) in _TERMINAL
+            if not ended:
                 return tail_text(text.encode("utf-8", errors="replace"), tail_bytes)
+            if time.monotonic() >= deadline:
+                message = (getattr(info, "message", None) or "") if info is not None else ""
+                if message and message not in text:
+                    text = f"{text.rstrip()}\n{message}" if text.strip() else message
+                return self._keep(handle, text, tail_bytes)
             time.sleep(0.25)
+
+    def _keep(self, handle: SandboxHandle, text: str, tail_bytes: int) -> str:
+        """Keep an ended job's log (the newest `_KEPT_LOGS`) and return its tail."""
+        self._ended_logs[handle.ref] = text
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            while len(self._ended_logs) > _KEPT_LOGS:  # (another thread may too)
+                del self._ended_logs[next(iter(self._ended_logs))]
+        return tail_text(text.encode("utf-8", errors="replace"), tail_bytes)
 
     def stop(self, handle: SandboxHandle, *, grace_seconds: float = 5.0) -> None:
         """Ask Ray to stop the job (it SIGTERMs, then kills) and wait until it has stopped."""
