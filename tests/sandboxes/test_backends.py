@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,6 +11,7 @@ from proctor.errors import ConfigError
 from proctor.sandboxes import backends, ray_jobs
 from proctor.sandboxes import local as local_backend
 from proctor.sandboxes.confine import Limits
+from proctor.sandboxes.guard import END_MARKER
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.sandbox import SandboxHandle
 from proctor.server.hosted.settings import LauncherSettings, backend_variables
@@ -88,3 +90,35 @@ def test_each_backend_stores_its_handle_in_its_own_format() -> None:
     ray = SandboxHandle("ray", "proctor-e1-0123abcd")
     assert ray.token() == "proctor-e1-0123abcd"
     assert SandboxHandle.from_token("ray", ray.token(), log_path=None) == ray
+
+
+def test_a_ray_jobs_log_served_without_its_end_keeps_the_failure_ray_wrote_on_its_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's job API may serve an ended job's log with only its first line (the submitting
+    node's copy); the supervisor's failure message, written where the job ran, holds the
+    log's last lines, so a failed shard's error keeps its output."""
+    submission = pytest.importorskip("ray.job_submission")
+    tail = f"TypeError: Object of type set is not JSON serializable\n{END_MARKER} 1"
+
+    class ServedLate:
+        def __init__(self, address: str) -> None:
+            self.asked = 0
+
+        def get_job_logs(self, ref: str) -> str:
+            self.asked += 1
+            return "INFO job_manager.py:581 -- Runtime env is setting up.\n"
+
+        def get_job_info(self, ref: str) -> SimpleNamespace:
+            message = f"Job entrypoint command failed with exit code 1, last logs:\n{tail}"
+            return SimpleNamespace(status="FAILED", message=message, driver_exit_code=1)
+
+    monkeypatch.setattr(submission, "JobSubmissionClient", ServedLate)
+    monkeypatch.setattr(ray_jobs, "LOG_WAIT_SECONDS", 0.3)
+    sandbox = ray_jobs.RaySandbox("http://127.0.0.1:1", isolation="none")
+    handle = SandboxHandle("ray", "proctor-e1-0123abcd")
+    text = sandbox.logs(handle)
+    assert text.startswith("INFO job_manager.py:581") and text.endswith(tail), text
+    asked = sandbox._client.asked
+    assert asked > 1  # asked again until the wait ran out
+    assert sandbox.logs(handle) == text and sandbox._client.asked == asked  # then kept
