@@ -157,10 +157,13 @@ def _model_rows(
 def eval_section(argv: list[str]) -> Section:
     """What `proctor eval ARGV` would run with, and where each value came from."""
     from proctor.eval.args import parse_eval_args_with_sources
+    from proctor.eval.config import SECRET_HEADER
 
     config, sources = parse_eval_args_with_sources(argv)
     rows = []
     for path, value, source in _model_rows(config, sources):
+        if path == "client.headers":  # sent, but never shown: a credential's value is masked
+            value = {k: mask(v) if SECRET_HEADER.search(k) else v for k, v in value.items()}
         if (
             path == "client.base_url"
             and source == DEFAULT
@@ -220,8 +223,23 @@ def unseen_by_sandbox(given: Mapping[str, Any], *, secrets: Iterable[str] = ()) 
     `given` holds the eval settings passed as flags (as `given_overrides` returns them),
     `secrets` the variable names passed with `--secret`.
     """
+    from proctor.eval.args import flag_name
+    from proctor.eval.config import ENV_PREFIX
+    from proctor.sandboxes.command import HOSTED_FIELDS
+
     given = _flat(given)
     notes = []
+    for name in sorted(n for n in os.environ if n.startswith(ENV_PREFIX) and os.environ[n]):
+        path = name.removeprefix(ENV_PREFIX).lower().replace("__", ".")
+        if path in given:
+            continue
+        hosted = any(path == f or path.startswith(f"{f}.") for f in HOSTED_FIELDS)
+        flag = flag_name(tuple(path.split(".")))
+        fix = f"pass {flag}" if hosted else "a hosted run does not take it"
+        notes.append(
+            f"this shell's {name} is not sent: a hosted run's sandbox reads only its "
+            f"eval.toml and flags; {fix}"
+        )
     base_url = os.environ.get("PROCTOR_MODEL_BASE_URL")
     if base_url and "client.base_url" not in given:
         notes.append(

@@ -5,8 +5,9 @@ The flags come from pydantic-settings: its CLI source (`CliSettingsSource`) walk
 argparse parser (`root_parser`), and turns the parsed flags back into nested settings,
 decoding JSON for dicts and lists. So a new field is a new flag: nested fields are dotted
 (`--client.base-url`, kebab case; the snake spelling `--client.base_url` works too), and
-`@ file.toml` (or `@file.toml`) loads a file first, flags given on the command line winning
-over it. What proctor adds is its style, in the hook through which the library adds each
+`@ file.toml` (or `@file.toml`) loads a file; `PROCTOR_EVAL_*` variables are a source too
+(`proctor.eval.variables`): flags win over variables, variables over files, files over
+defaults. What proctor adds is its style, in the hook through which the library adds each
 flag: short flags (`-n`), `--x/--no-x` booleans (`--resume` and the other switches one way
 only), help text ending in `(default: X)`, `JSON` and `NAME` metavars, and every mistake as
 one `ConfigError` line naming the flag and the fix ("did you mean" for a mistyped flag).
@@ -23,8 +24,6 @@ import difflib
 import json
 import re
 import sys
-import types
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -34,7 +33,8 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict, SettingsError
 
 from proctor.errors import ConfigError
-from proctor.eval.config import SECRET_HEADER, EvalConfig
+from proctor.eval.config import SECRET_HEADER, EvalConfig, field_kind
+from proctor.eval.variables import read_environment, variable_of
 from proctor.toml_io import dump_toml, read_toml
 
 if TYPE_CHECKING:
@@ -86,10 +86,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_eval_args(argv: list[str]) -> EvalConfig:
-    """Build the config from `@ file.toml` (optional) and flags.
+    """Build the config from `@ file.toml` (optional), `PROCTOR_EVAL_*` variables and flags.
 
     Raises:
-        ConfigError: an unknown flag, a bad value, an unreadable file.
+        ConfigError: an unknown flag or variable, a bad value, an unreadable file.
     """
     return parse_eval_args_with_sources(argv)[0]
 
@@ -98,10 +98,11 @@ def parse_eval_args_with_sources(argv: list[str]) -> tuple[EvalConfig, dict[str,
     """The config `parse_eval_args` builds, and where each given setting came from.
 
     The sources map a dotted field path (`num_examples`, `client.base_url`, `env_args`) to
-    `flag --x` or `file run.toml`; a field missing from it holds its default.
+    `flag --x`, `environment PROCTOR_EVAL_RUN__NAME` or `file run.toml`; a field missing
+    from it holds its default.
 
     Raises:
-        ConfigError: an unknown flag, a bad value, an unreadable file.
+        ConfigError: an unknown flag or variable, a bad value, an unreadable file.
     """
     argv, files = _split_config_files(argv)
     data: dict[str, Any] = {}
@@ -112,11 +113,13 @@ def parse_eval_args_with_sources(argv: list[str]) -> tuple[EvalConfig, dict[str,
         _merge(data, loaded)
     parser = build_parser()
     namespace = parser.parse_args(argv)
+    from_environment, variables = read_environment(EvalSettings)
+    sources.update(variables)
+    _merge(data, from_environment)
     for dest in vars(namespace):
         sources[dest] = "argument" if dest == "env" else f"flag {flag_name(tuple(dest.split('.')))}"
     _merge(data, parser.settings(namespace))
-    config = _validated(data)
-    return config, sources
+    return _validated(data, sources), sources
 
 
 def _leaf_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
@@ -133,7 +136,7 @@ def _leaf_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def _validated(data: dict[str, Any]) -> EvalConfig:
+def _validated(data: dict[str, Any], sources: Mapping[str, str]) -> EvalConfig:
     if "env" not in data:
         raise ConfigError(
             "name the environment to evaluate, e.g. `proctor eval alphabet-sort` "
@@ -142,7 +145,11 @@ def _validated(data: dict[str, Any]) -> EvalConfig:
     try:
         return EvalConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(describe_validation_error(e)) from None
+        variable = variable_of(e.errors(include_url=False)[0]["loc"], sources)
+        text = describe_validation_error(e, name=variable)
+        if variable is not None and (text.endswith("; fix the value") or ";" not in text):
+            text = f"{text.removesuffix('; fix the value')}; fix or unset the variable"
+        raise ConfigError(text) from None
 
 
 class EvalSettings(BaseSettings, EvalConfig):
@@ -164,7 +171,8 @@ def build_parser() -> _Parser:
     parser = _Parser(
         prog="proctor eval",
         description="Run an environment against a model and write a run directory.",
-        epilog="Settings can also come from a TOML file: proctor eval @ file.toml [flags]. "
+        epilog="Settings can also come from a TOML file (proctor eval @ file.toml [flags]) and "
+        "PROCTOR_EVAL_* variables (PROCTOR_EVAL_CLIENT__BASE_URL): flags win over variables. "
         'Dict and list values take JSON, e.g. --client.headers \'{"X-Team": "a"}\'.',
         allow_abbrev=False,
         argument_default=argparse.SUPPRESS,
@@ -299,7 +307,7 @@ def _add_field_flag(
     list_type: Callable[[str], Any],
 ) -> None:
     field = model.model_fields[name]
-    kind = _kind(field.annotation)
+    kind = field_kind(field.annotation)
     names = [long]
     if not prefix and name in SHORT_FLAGS:
         names.insert(0, SHORT_FLAGS[name])
@@ -359,15 +367,6 @@ def _with_default(
 
 
 _STATED_DEFAULT = re.compile(r" \(default[^)]*\)")
-
-
-def _kind(annotation: Any) -> Any:
-    """The base type of `X | None`, `dict[...]`, `list[...]`."""
-    origin = typing.get_origin(annotation)
-    if origin in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _kind(args[0]) if len(args) == 1 else str
-    return origin or annotation
 
 
 def _doc(model: type[BaseModel], name: str) -> str:
@@ -449,14 +448,17 @@ def flag_name(loc: tuple[int | str, ...]) -> str:
     return f"--{dotted}"
 
 
-def describe_validation_error(error: ValidationError, *, at: tuple[str, ...] = ()) -> str:
+def describe_validation_error(
+    error: ValidationError, *, at: tuple[str, ...] = (), name: str | None = None
+) -> str:
     """One line for the first problem pydantic found, phrased as a fix.
 
-    `at` is the config path of a value checked on its own (`check_overrides`).
+    `at` is the config path of a value checked on its own (`check_overrides`); `name` what
+    to call the setting instead of its flag (the variable its value came from).
     """
     first = error.errors(include_url=False)[0]
     first["loc"] = (*at, *first["loc"])
-    flag = flag_name(first["loc"])
+    flag = name or flag_name(first["loc"])
     kind = first["type"]
     ctx = first.get("ctx") or {}
     given = first.get("input")

@@ -1,9 +1,12 @@
-"""`EvalConfig`: everything one `proctor eval` needs, filled from a TOML file and flags."""
+"""`EvalConfig`: everything one `proctor eval` needs, filled from a TOML file, `PROCTOR_EVAL_*`
+variables and flags."""
 
 from __future__ import annotations
 
 import json
 import re
+import types
+import typing
 import uuid
 from pathlib import Path, PurePath
 from typing import Any
@@ -11,6 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.models.config import ClientConfig, JudgeConfig, SamplingConfig
+
+ENV_PREFIX = "PROCTOR_EVAL_"
+"""The prefix of eval's own environment variables (`proctor.eval.variables`); no other part
+of proctor reads a variable so named, and a hosted run's sandbox never holds one."""
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie", re.IGNORECASE)
 """Header names whose values are secrets: never saved, logged or put on a command line."""
@@ -153,6 +160,16 @@ class EvalConfig(BaseModel):
     def resume_key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original."""
         return self.model_dump(mode="json", include=set(RESUME_FIELDS), exclude_none=True)
+
+
+def field_kind(annotation: Any) -> Any:
+    """The base type of a field's annotation: of `X | None`, `dict[...]`, `list[...]` (of a
+    union of several types: `str`, as a flag or variable gives it)."""
+    origin = typing.get_origin(annotation)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return field_kind(args[0]) if len(args) == 1 else str
+    return origin or annotation
 
 
 def default_run_name(env: str, model: str, *, kind: str = "") -> str:

@@ -35,7 +35,7 @@ from pydantic import (
 
 from proctor.errors import ConfigError
 from proctor.eval.args import config_toml
-from proctor.eval.config import SECRET_HEADER, EvalConfig
+from proctor.eval.config import ENV_PREFIX, SECRET_HEADER, EvalConfig
 from proctor.models.config import DEFAULT_BASE_URL, SamplingConfig
 
 logger = logging.getLogger(__name__)
@@ -219,6 +219,11 @@ class HostedEvalConfig(BaseModel):
                 raise ValueError(f"secret name {name!r} is not a valid environment variable name")
             if name in RESERVED_ENV:
                 raise ValueError(f"secret name {name!r} is set by the launcher; rename it")
+            if name.upper().startswith(ENV_PREFIX):  # the sandbox runs from its eval.toml only
+                raise ValueError(
+                    f"secret name {name!r} would be an eval setting ({ENV_PREFIX}*); rename it, "
+                    "or give the setting in eval_config"
+                )
         return value
 
     def overrides(self) -> dict[str, Any]:

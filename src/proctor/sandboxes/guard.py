@@ -88,8 +88,12 @@ def stop_grace() -> float:
 
 
 def sandbox_environment(environ: dict[str, str]) -> dict[str, str]:
-    """The command's environment: ours, plus the variables the job's metadata carries."""
-    env = dict(environ)
+    """The command's environment: ours, plus the variables the job's metadata carries.
+
+    Ours has no `PROCTOR_EVAL_*` variable: a node's never sets a hosted run's settings, which
+    come from its `eval.toml` and flags only (`proctor.eval.variables`).
+    """
+    env = {k: v for k, v in environ.items() if not k.upper().startswith("PROCTOR_EVAL_")}
     raw = env.pop(RAY_JOB_CONFIG, None)
     if raw is None:
         return env
