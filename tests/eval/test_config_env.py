@@ -132,6 +132,16 @@ def test_a_bad_value_names_its_variable_and_the_fix(
     assert str(refused.value) == message
 
 
+def test_a_bad_header_variable_is_named_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROCTOR_EVAL_CLIENT__HEADERS", "Authorization: Bearer sk-0123456789")
+    with pytest.raises(ConfigError) as refused:
+        parse_eval_args(["arithmetic"])
+    assert str(refused.value) == (
+        "PROCTOR_EVAL_CLIENT__HEADERS must be JSON, e.g. "
+        'PROCTOR_EVAL_CLIENT__HEADERS=\'{"key": "value"}\'; fix or unset it'
+    )
+
+
 def test_a_flag_over_a_bad_variable_wins_and_a_flags_value_is_named_by_its_flag(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

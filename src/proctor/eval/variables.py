@@ -63,7 +63,8 @@ def read_environment(settings: type[BaseSettings]) -> tuple[dict[str, Any], dict
         if not value.strip():
             continue
         if (kind := field_kind(fields[path].annotation)) in (dict, list):
-            _check_json(name, value, example='{"key": "value"}' if kind is dict else '["a", "b"]')
+            example = '{"key": "value"}' if kind is dict else '["a", "b"]'
+            _check_json(name, value, example=example, echo=not path.endswith("headers"))
         sources[path] = f"environment {name}"
     if not sources:
         return {}, {}
@@ -104,12 +105,15 @@ def _extra(field: FieldInfo) -> dict[str, Any]:
     return extra if isinstance(extra, dict) else {}
 
 
-def _check_json(name: str, value: str, *, example: str) -> None:
+def _check_json(name: str, value: str, *, example: str, echo: bool) -> None:
+    """Raises ConfigError unless `value` is JSON; `echo`: say what it was (never headers,
+    which hold credentials)."""
     try:
         json.loads(value)
     except ValueError:
+        got = f" (got {value!r})" if echo else ""
         raise ConfigError(
-            f"{name} must be JSON, e.g. {name}='{example}' (got {value!r}); fix or unset it"
+            f"{name} must be JSON, e.g. {name}='{example}'{got}; fix or unset it"
         ) from None
 
 
