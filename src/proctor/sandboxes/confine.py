@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from proctor.sandboxes.relay import Endpoint, OutsideRelay, endpoints, hosts_file
-from proctor.sandboxes.sandbox import place_files
+from proctor.sandboxes.sandbox import place_files, shell_exit_code
 
 CANNOT_CONFINE = 126
 """Exit code of a sandbox refused because the host cannot confine it."""
@@ -727,7 +727,7 @@ def _run(
         return MEMORY_LIMIT
     if stopping:
         return 128 + stopping[0]
-    return 128 - code if code < 0 else code
+    return shell_exit_code(code)
 
 
 def command_line(policy: Policy) -> str:

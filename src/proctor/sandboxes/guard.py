@@ -57,7 +57,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from proctor.sandboxes.sandbox import place_files
+from proctor.sandboxes.sandbox import place_files, shell_exit_code
 
 RAY_JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 """The variable through which Ray's supervisor hands a job's metadata to its entrypoint."""
@@ -264,7 +264,7 @@ def run(command: str) -> int:
         _kill_group(proc.pid)  # the command is over: so is what it left behind
     os.write(write_fd, _DONE)
     os.close(write_fd)
-    code = 128 - code if code < 0 else code
+    code = shell_exit_code(code)
     # The log's last line: whoever reads the log (through Ray, which may serve it late)
     # knows it has all of it once this line is there.
     print(f"{END_MARKER} {code}", file=sys.stderr, flush=True)

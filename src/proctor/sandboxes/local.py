@@ -41,7 +41,6 @@ from proctor.sandboxes.sandbox import (
     SandboxState,
     place_files,
     read_tail,
-    signal_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -241,9 +240,7 @@ class LocalSandbox:
         child = self._children.get(pid)
         if child is not None and child.poll() is not None:
             self._children.pop(pid, None)
-            code = child.returncode
-            detail = f"killed by {signal_name(-code)}" if code < 0 else None
-            return SandboxState(running=False, exit_code=_exit_code(code), detail=detail)
+            return SandboxState.ended(child.returncode)
         if self._alive(handle):
             return SandboxState(running=True)
         if handle.log_path:
@@ -285,11 +282,6 @@ class LocalSandbox:
         child = self._children.get(pid)
         if child is not None:
             child.poll()
-
-
-def _exit_code(returncode: int) -> int:
-    # Popen reports death by signal N as -N; shells report it as 128 + N.
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -43,7 +43,6 @@ from proctor.sandboxes.sandbox import (
     SandboxHandle,
     SandboxSpec,
     SandboxState,
-    signal_name,
     tail_text,
 )
 
@@ -217,11 +216,8 @@ class RaySandbox:
         code = info.driver_exit_code
         if code is None:
             code = 0 if status == "SUCCEEDED" else None
-        if code is not None and code < 0:
-            # Ray reports the entrypoint's death by signal N as -N; shells say 128 + N.
-            return SandboxState(
-                running=False, exit_code=128 - code, detail=f"killed by {signal_name(-code)}"
-            )
+        if code is not None and code < 0:  # the entrypoint killed by a signal
+            return SandboxState.ended(code)
         # Ray's message on a failure is the log's tail, which the launcher reads itself.
         detail = (info.message or None) if code is None else None
         return SandboxState(running=False, exit_code=code, detail=detail)

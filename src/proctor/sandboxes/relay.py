@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from proctor.sandboxes.sandbox import shell_exit_code
+
 _CHUNK = 1 << 16
 _PR_CAPBSET_DROP = 24
 
@@ -247,7 +249,7 @@ def inside(
             os._exit(127)
     signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(child, signum))
     code = asyncio.run(_serve_inside(listeners, child))
-    return 128 - code if code < 0 else code
+    return shell_exit_code(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,6 +89,15 @@ class SandboxState:
     detail: str | None = None
     """A short note from the backend, e.g. why the exit code is unknown."""
 
+    @classmethod
+    def ended(cls, returncode: int) -> SandboxState:
+        """The state of a command that ended with `returncode` as `Popen` and Ray report it
+        (-N for death by signal N): the shell's exit code, and the signal named."""
+        if returncode < 0:
+            detail = f"killed by {signal_name(-returncode)}"
+            return cls(running=False, exit_code=shell_exit_code(returncode), detail=detail)
+        return cls(running=False, exit_code=returncode)
+
 
 class SandboxBackend(Protocol):
     """A place to run sandboxes: local processes or a Ray cluster (see `backends`)."""
@@ -170,3 +179,9 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def shell_exit_code(returncode: int) -> int:
+    """A return code as a shell reports it: 128 + N for death by signal N (which `Popen` and
+    Ray report as -N); any other code unchanged."""
+    return 128 - returncode if returncode < 0 else returncode
