@@ -339,18 +339,26 @@ def evaluation(
     return render(request, "evaluation.html", page, principal)
 
 
-@router.post("/evaluations/{evaluation_id}/cancel")
-def cancel(
+def _confirmed_principal(
     request: Request,
-    evaluation_id: str,
     session: WriteSession,
     settings: SettingsDep,
     confirm: Annotated[str, Form(max_length=8)] = "",
-) -> Response:
-    """Cancel a hosted evaluation (the page's button, after its confirmation step)."""
+) -> Principal:
+    """The signed-in key behind one of the page's destructive buttons, once the button's
+    confirmation step has posted `confirm=yes`."""
     principal = web_session.current_principal(request, session, settings)
     if confirm != "yes":
-        raise BadRequest("Cancelling needs the confirmation; use the button on the page.")
+        raise BadRequest("This needs the confirmation; use the button on the page.")
+    return principal
+
+
+ConfirmedPrincipal = Annotated[Principal, Depends(_confirmed_principal)]
+
+
+@router.post("/evaluations/{evaluation_id}/cancel")
+def cancel(evaluation_id: str, session: WriteSession, principal: ConfirmedPrincipal) -> Response:
+    """Cancel a hosted evaluation (the page's button, after its confirmation step)."""
     views.cancel_hosted(session, principal, evaluation_id)
     return RedirectResponse(f"/evaluations/{quote(evaluation_id, safe='')}", status_code=303)
 
@@ -370,17 +378,8 @@ def rename(
 
 
 @router.post("/evaluations/{evaluation_id}/delete")
-def delete(
-    request: Request,
-    evaluation_id: str,
-    session: WriteSession,
-    settings: SettingsDep,
-    confirm: Annotated[str, Form(max_length=8)] = "",
-) -> Response:
+def delete(evaluation_id: str, session: WriteSession, principal: ConfirmedPrincipal) -> Response:
     """Delete the evaluation (the page's button, after its confirmation step)."""
-    principal = web_session.current_principal(request, session, settings)
-    if confirm != "yes":
-        raise BadRequest("Deleting needs the confirmation; use the button on the page.")
     views.delete(session, principal, evaluation_id)
     return RedirectResponse("/", status_code=303)
 
