@@ -324,6 +324,7 @@ class ShardProgress:
     expected: int | None
     """Samples in its slice, when the run's size is bounded."""
     error: str | None
+    """Why its last attempt failed (the dashboard shows the first line)."""
 
     def headline(self) -> str:
         """`shard 1/4: running, attempt 2, 7 of 25 samples`."""

@@ -30,6 +30,7 @@ from proctor.server.evaluations.schemas import (
     EvaluationStats,
     PairedComparison,
 )
+from proctor.server.hosted.sharding import ShardProgress
 from proctor.server.traces.schemas import TraceSummary
 from proctor.server.web.histograms import Bucket, ExampleSummary
 
@@ -290,19 +291,6 @@ class Progress(_Model):
     eta_s: float | None
 
 
-class ShardRow(_Model):
-    """One shard of a sharded hosted evaluation: its state, attempts and samples."""
-
-    index: int
-    count: int
-    state: str
-    attempt: int
-    samples: int
-    expected: int | None
-    error: str | None
-    """The first line of why its last attempt failed."""
-
-
 class MetricRow(_Model):
     """One value of the run summary the client wrote."""
 
@@ -338,8 +326,9 @@ class EvaluationPage(_Model):
     logs_reset: bool
     logs_from: int
     logs_length: int | None
-    shards: list[ShardRow]
-    """Each shard of a sharded hosted evaluation (empty otherwise)."""
+    shards: list[ShardProgress]
+    """Each shard of a sharded hosted evaluation, with the first line of its last failure
+    (empty unless sharded)."""
     table: SamplesTable
     cancellable: bool
     manage: Manage

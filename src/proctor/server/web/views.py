@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -34,6 +34,7 @@ from proctor.server.evaluations.repository import EvaluationOrder, SampleOrder
 from proctor.server.evaluations.schemas import EvaluationStats, UpdateEvaluation
 from proctor.server.evaluations.service import may_manage
 from proctor.server.hosted import service as hosted
+from proctor.server.hosted.sharding import ShardProgress
 from proctor.server.traces import service as traces
 from proctor.server.traces.schemas import TraceSummary
 from proctor.server.web import histograms, markdown, trajectory, transcript
@@ -58,7 +59,6 @@ from proctor.server.web.pages import (
     SamplesPage,
     SamplesTable,
     SampleTrace,
-    ShardRow,
     Step,
     StepOutput,
     ToolCall,
@@ -292,12 +292,12 @@ def _samples_table(session: Session, evaluation: Evaluation, query: SamplesQuery
     )
 
 
-def _shard_rows(session: Session, evaluation: Evaluation) -> list[ShardRow]:
+def _shard_rows(session: Session, evaluation: Evaluation) -> list[ShardProgress]:
     """The shards of a sharded hosted evaluation, each with the first line of its failure."""
     if not evaluation.is_hosted:
         return []
     return [
-        ShardRow(**{**vars(item), "error": (item.error or "").split("\n", 1)[0] or None})
+        replace(item, error=(item.error or "").split("\n", 1)[0] or None)
         for item in hosted.shard_progress(session, evaluation)
     ]
 
