@@ -31,6 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `postgres` needs scripts/test's PostgreSQL: without it, a skip on a
+    workstation and a failure under CI."""
+    from tests.support.databases import require_postgres
+
+    require_postgres(item)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the template databases this process (one xdist worker) made."""
     from tests.support.databases import drop_templates

@@ -21,7 +21,6 @@ from tests.e2e.durability import demo_model
 from tests.e2e.hosted_helpers import create_hosted
 from tests.e2e.servers import LAUNCHER_ENV, Server, balanced_servers, hosted_rows
 from tests.support.databases import fresh_database
-from tests.support.platform import postgres_url
 from tests.support.procs import PROCTOR, free_port
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +88,6 @@ def _all_running(client: httpx.Client, ids: list[str]) -> bool:
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(postgres_url() is None, reason="PROCTOR_TEST_POSTGRES_URL is not set")
 def test_two_servers_share_writers_claim_hosted_runs_once_and_survive_a_kill(
     tmp_path: Path,
 ) -> None:

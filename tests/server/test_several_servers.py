@@ -15,7 +15,6 @@ from proctor.errors import ConfigError
 from proctor.server import migrations
 from proctor.server.db.sole_server import hold_sqlite
 from tests.support.databases import fresh_database
-from tests.support.platform import postgres_url
 
 
 def test_a_second_holder_of_a_sqlite_file_is_refused_naming_the_first(tmp_path: Path) -> None:
@@ -39,7 +38,6 @@ def test_postgresql_and_memory_need_no_lock() -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(postgres_url() is None, reason="PROCTOR_TEST_POSTGRES_URL is not set")
 def test_servers_starting_together_migrate_one_at_a_time(tmp_path: Path) -> None:
     with fresh_database("postgres", tmp_path) as url:
         engines = [create_engine(url) for _ in range(3)]

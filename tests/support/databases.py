@@ -1,5 +1,6 @@
 """The database backends a test can run on: SQLite always, PostgreSQL when scripts/test set
-`PROCTOR_TEST_POSTGRES_URL` (CI always does), each test getting a fresh database of its own.
+`PROCTOR_TEST_POSTGRES_URL` (CI always does: there, a test marked `postgres` fails without it),
+each test getting a fresh database of its own.
 
 Migrating a database takes about half a second, so each process (each xdist worker) migrates
 one template per backend once and every test gets a copy of it: a copied file for SQLite,
@@ -24,20 +25,18 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests.support.platform import Platform, postgres_url, start_platform
+from tests.support.tools import missing
 
-BACKENDS: list[Any] = [
-    "sqlite",
-    pytest.param(
-        "postgres",
-        marks=[
-            pytest.mark.postgres,
-            pytest.mark.skipif(
-                postgres_url() is None, reason="PROCTOR_TEST_POSTGRES_URL is not set"
-            ),
-        ],
-    ),
-]
+BACKENDS: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 """Parameters for `params=` / `parametrize`: each is a `backend` for `fresh_database`."""
+
+
+def require_postgres(item: pytest.Item) -> None:
+    """Skip a test marked `postgres` when scripts/test's PostgreSQL is not there, or fail it
+    under CI (tests/conftest.py calls it before each test; see `tests.support.tools`)."""
+    if item.get_closest_marker("postgres") and postgres_url() is None:
+        missing("PROCTOR_TEST_POSTGRES_URL is not set (scripts/test starts PostgreSQL)")
+
 
 _templates: dict[str, str] = {}
 """backend -> this process's migrated template (a SQLite file path, a PostgreSQL db name)."""
