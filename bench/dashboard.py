@@ -56,7 +56,7 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 from proctor.server.auth import service as auth  # noqa: E402
 from proctor.server.db.base import utcnow  # noqa: E402

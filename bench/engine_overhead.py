@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 VENVS = ROOT / "bench" / ".venvs"
 PEER_PACKAGES = {

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.hosted_helpers import hub_project  # noqa: E402
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-hosted-0123456789abcdef"
 RESULTS = ROOT / "bench" / "results" / "hosted.md"

@@ -40,7 +40,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-0123456789abcdef0123456789"
 BATCH = 100

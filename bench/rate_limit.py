@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.procs import PROCTOR, free_port  # noqa: E402
+from tests.support.procs import PROCTOR, free_port  # noqa: E402
 
 from proctor.demo.server import DemoModel, DemoModelConfig, start_server  # noqa: E402
 

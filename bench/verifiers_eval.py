@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.envs.verifiers_fixtures import python_path, write_datasets  # noqa: E402
-from tests.procs import free_port, wait_http  # noqa: E402
+from tests.support.procs import free_port, wait_http  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "verifiers_eval.md"
 BIN = Path(sys.executable).parent

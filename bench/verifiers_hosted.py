@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.verifiers_hub import launcher_environment, project, share  # noqa: E402
 from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, write_datasets  # noqa: E402
-from tests.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-vf-hosted-0123456789abcdef"
 RESULTS = ROOT / "bench" / "results" / "verifiers_hosted.md"

@@ -2,7 +2,7 @@
 
 `db_url` is parametrised: every test using it runs on a fresh SQLite file and, when
 `PROCTOR_TEST_POSTGRES_URL` is set, on a fresh PostgreSQL database created for the test,
-both copied from a template migrated once per process (`tests/databases.py`).
+both copied from a template migrated once per process (`tests/support/databases.py`).
 `api` drives the app in-process through FastAPI's TestClient with the bootstrap admin key.
 """
 
