@@ -12,6 +12,9 @@ import pytest
 
 from proctor.errors import ConfigError
 from proctor.eval.args import parse_eval_args, parse_eval_args_with_sources
+from proctor.runs import ClientSettings
+from proctor.server.hosted.settings import LauncherSettings
+from proctor.server.settings import Settings
 from tests.support.cli import cli_in_process
 
 
@@ -214,6 +217,11 @@ def test_other_parts_variables_are_no_eval_settings(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PROCTOR_CLIENT_HEADERS", '{"X-A": "b"}')  # a sandbox's headers_var
     config, sources = parse_eval_args_with_sources(["arithmetic"])
     assert sources == {"env": "argument"} and config.client.headers == {}
+    # And no other settings class reads a variable of eval's prefix.
+    for settings in (ClientSettings, Settings, LauncherSettings):
+        prefix = str(settings.model_config.get("env_prefix", ""))
+        names = [f"{prefix}{name}".upper() for name in settings.model_fields]
+        assert not [n for n in names if n.startswith("PROCTOR_EVAL_")], settings
 
 
 def test_proctor_config_eval_names_the_variable(tmp_path: Path) -> None:

@@ -45,6 +45,9 @@ RESERVED_ENV = frozenset(
     {"EVALUATION_ID", "PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_RUNS_MODE"}
 )
 """Variables the launcher sets for every sandbox; a secret may not replace them."""
+_EVAL_VARIABLE = "^" + "".join(f"[{c}{c.lower()}]" if c.isalpha() else c for c in ENV_PREFIX)
+"""`PROCTOR_EVAL_*` in any case (JSON Schema has no flags): eval's settings, never a secret's
+name (a sandbox runs from its eval.toml only)."""
 
 # Header names whose values are credentials; the metadata shows them masked.
 
@@ -143,7 +146,12 @@ class HostedEvalConfig(BaseModel):
         json_schema_extra={
             "propertyNames": {
                 "pattern": f"^{_ENV_NAME.pattern}$",
-                "not": {"enum": list[Any](sorted(RESERVED_ENV))},
+                "not": {
+                    "anyOf": [
+                        {"enum": list[Any](sorted(RESERVED_ENV))},
+                        {"pattern": _EVAL_VARIABLE},
+                    ]
+                },
             }
         },
     )
@@ -219,7 +227,7 @@ class HostedEvalConfig(BaseModel):
                 raise ValueError(f"secret name {name!r} is not a valid environment variable name")
             if name in RESERVED_ENV:
                 raise ValueError(f"secret name {name!r} is set by the launcher; rename it")
-            if name.upper().startswith(ENV_PREFIX):  # the sandbox runs from its eval.toml only
+            if re.match(_EVAL_VARIABLE, name):
                 raise ValueError(
                     f"secret name {name!r} would be an eval setting ({ENV_PREFIX}*); rename it, "
                     "or give the setting in eval_config"
