@@ -1,5 +1,6 @@
 """Fixtures of the dashboard tests: the app in-process on a migrated database, seeded, and
-for the browser tests a real `proctor server` seeded the same way, with Debian's chromium.
+for the browser tests a real `proctor server` seeded the same way (one per module), with
+Debian's chromium.
 
 `db_url` comes from the server suite, so these run on SQLite and, in CI, on PostgreSQL too.
 `seed()` creates two users' evaluations through the real API: alice's own, one of her
@@ -9,8 +10,8 @@ server (alice's own run has tool calls and four rollouts per example).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from proctor.server.app import create_app
 from proctor.server.db.models import HostedEvaluation
 from tests.server.conftest import Api, db_url, make_settings
-from tests.support.platform import Platform
-from tests.support.procs import PROCTOR
+from tests.support.cli import cli_in_process
+from tests.support.platform import Platform, start_platform
 from tests.support.tools import tool
 
 CHROMIUM = "/usr/bin/chromium"
@@ -166,22 +167,45 @@ def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 # -- the browser tests' real server and browser ---------------------------------------------------
+#
+# Each browser module shares one seeded server and one chromium (module-scoped: xdist's
+# `--dist loadgroup` keeps the module on one worker, see tests/support/tiers.py); each test
+# gets a fresh browser context. Tests only read the seeded evaluations: one that changes an
+# evaluation makes its own (`running_evaluation`), so the order of the tests never matters.
+# The browser is not session-scoped: a live sync Playwright marks the worker's thread as
+# running an event loop, and the asyncio tests that run after it there would fail.
 
 
 def _cli(platform: Platform, *args: str) -> str:
-    done = subprocess.run(
-        [*PROCTOR, *args, "--data-dir", str(platform.data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    """`proctor ARGS --data-dir DIR` run in this process (what it stores is the point here)."""
+    home = platform.data_dir.parent / "home"
+    home.mkdir(exist_ok=True)
+    done = cli_in_process(*args, "--data-dir", str(platform.data_dir), home=home)
+    assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def _key(platform: Platform, name: str, team: str) -> str:
     _cli(platform, "teams", "create", team)
     return _cli(platform, "keys", "create", "--name", name, "--team", team).split()[0]
+
+
+def running_evaluation(platform: Platform, key: str, name: str) -> str:
+    """A new RUNNING evaluation like the seeded `alice-calc-b`: six examples, one rollout each,
+    rewards 0.5 + 0.1 x example; for a test that changes what it shows."""
+    with platform.client(key) as api:
+        body = {"name": "tool-calc", "framework": "proctor"}
+        env = api.post("/environmentshub/resolve", json=body).json()["data"]
+        created = api.post(
+            "/evaluations/",
+            json={"name": name, "model_name": "demo-b", "environments": [{"id": env["id"]}]},
+        )
+        assert created.status_code == 201, created.text
+        evaluation_id = str(created.json()["evaluation_id"])
+        samples = [tool_sample(e, 1, 0.5 + 0.1 * e) for e in range(6)]
+        posted = api.post(f"/evaluations/{evaluation_id}/samples", json={"samples": samples})
+        assert posted.status_code == 200, posted.text
+    return evaluation_id
 
 
 def _seed(platform: Platform, key: str, bob_key: str) -> dict[str, str]:
@@ -223,17 +247,33 @@ class SeededPlatform:
     ids: dict[str, str]
 
 
-@pytest.fixture
-def seeded_platform(platform: Platform) -> SeededPlatform:
-    """`platform` with keys made by the CLI and evaluations posted through the API."""
-    alice = _key(platform, "alice", "blue")
-    bob = _key(platform, "bob", "red")
-    return SeededPlatform(platform, alice, _seed(platform, alice, bob))
+@contextmanager
+def seeded_server(
+    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
+) -> Iterator[SeededPlatform]:
+    """A `proctor server` with keys made by the CLI and evaluations posted through the API,
+    stopped after."""
+    data_dir = tmp_path_factory.mktemp("browser") / "platform"
+    data_dir.mkdir()
+    platform = start_platform(data_dir, extra_env=extra_env)
+    try:
+        alice = _key(platform, "alice", "blue")
+        bob = _key(platform, "bob", "red")
+        yield SeededPlatform(platform, alice, _seed(platform, alice, bob))
+    finally:
+        platform.process.stop()
+
+
+@pytest.fixture(scope="module")
+def seeded_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededPlatform]:
+    """One seeded server for the module's tests, which never change its seeded evaluations."""
+    with seeded_server(tmp_path_factory) as seeded:
+        yield seeded
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Debian chromium (never a downloaded browser)."""
+    """Headless Debian chromium (never a downloaded browser), one for the module."""
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=tool(CHROMIUM), headless=True, args=["--no-sandbox"]

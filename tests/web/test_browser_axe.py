@@ -21,10 +21,10 @@ from playwright.sync_api import Browser, Page, expect
 
 from proctor.server.db.models import HostedEvaluation
 from proctor.server.db.session import Database
-from tests.support.platform import Platform, start_platform
+from tests.support.platform import Platform
 from tests.support.tools import missing
 from tests.web import transcript_samples as samples
-from tests.web.conftest import _key, _seed, shot, signed_in
+from tests.web.conftest import seeded_server, shot, signed_in
 
 pytestmark = pytest.mark.browser
 
@@ -73,16 +73,12 @@ def _play_sandbox(platform: Platform, hosted_id: str, log: Path) -> None:
         database.write_engine.dispose()
 
 
-@pytest.fixture
-def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """A server (no launcher: the test plays the sandbox) seeded like `seeded_platform`,
-    plus the transcript samples and a hosted evaluation with a log."""
-    data_dir = tmp_path / "platform"
-    data_dir.mkdir()
-    platform = start_platform(data_dir, extra_env={"PROCTOR_HOSTED_IN_SERVER": "false"})
-    try:
-        alice = _key(platform, "alice", "blue")
-        ids = _seed(platform, alice, _key(platform, "bob", "red"))
+    plus the transcript samples and a hosted evaluation with a log; one for the module."""
+    with seeded_server(tmp_path_factory, {"PROCTOR_HOSTED_IN_SERVER": "false"}) as seeded:
+        platform, alice, ids = seeded.platform, seeded.alice_key, dict(seeded.ids)
         with platform.client(alice) as api:
             created = api.post("/evaluations/", json={"name": "transcripts", "tags": ["code"]})
             ids["transcripts"] = created.json()["evaluation_id"]
@@ -103,12 +99,10 @@ def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
             ids["hosted"] = hosted.json()["evaluation_id"]
             challenge = api.post("/auth_challenge/generate", json={"encryptionPublicKey": "k"})
             ids["challenge"] = challenge.json()["challenge"] if challenge.is_success else ""
-        log = tmp_path / "sandbox.log"
+        log = platform.data_dir.parent / "sandbox.log"
         log.write_text("".join(f"step {n} of the run\n" for n in range(1, 201)))
         _play_sandbox(platform, ids["hosted"], log)
         yield Dashboard(platform, alice, ids, log)
-    finally:
-        platform.process.stop()
 
 
 def _pages(ids: dict[str, str]) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.web.conftest import SeededPlatform, signed_in, tool_sample
+from tests.web.conftest import SeededPlatform, running_evaluation, signed_in, tool_sample
 from tests.web.test_browser_deciding import CONTRAST
 
 pytestmark = pytest.mark.browser
@@ -63,9 +63,9 @@ def test_failed_badges_are_readable_in_both_schemes(
 def test_a_live_evaluation_page_shows_every_final_figure_once_it_completes(
     seeded_platform: SeededPlatform, browser: Browser
 ) -> None:
-    platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    platform, alice = seeded_platform.platform, seeded_platform.alice_key
+    running = running_evaluation(platform, alice, "alice-calc-live")  # 6 examples x 1 rollout
     page = signed_in(browser, platform, alice)
-    running = ids["alice-calc-b"]  # 6 examples x 1 rollout so far, RUNNING
     page.goto(f"{platform.url}/evaluations/{running}")
     expect(page.locator("#pass-at-k tbody tr")).to_have_count(1)
     with platform.client(alice) as api:

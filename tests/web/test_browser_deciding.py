@@ -4,11 +4,12 @@ did, the paired compare, phones, dark mode, the CSP and markdown that stays text
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.web.conftest import SeededPlatform, shot, signed_in, tool_sample
+from tests.web.conftest import SeededPlatform, running_evaluation, shot, signed_in, tool_sample
 
 pytestmark = pytest.mark.browser
 
@@ -61,11 +62,12 @@ TEXT = [".status", ".hint", ".pm", ".shape", "a", "td", "th", ".tag", "small", "
 
 
 @pytest.fixture
-def desktop(seeded_platform: SeededPlatform, browser: Browser) -> tuple[Page, list[str]]:
+def desktop(seeded_platform: SeededPlatform, browser: Browser) -> Iterator[tuple[Page, list[str]]]:
     """A desktop-sized page signed in as alice, and the problems `_watch` collects on it."""
     platform, alice = seeded_platform.platform, seeded_platform.alice_key
     page = signed_in(browser, platform, alice, viewport={"width": 1280, "height": 800})
-    return page, _watch(page)
+    yield page, _watch(page)
+    page.context.close()
 
 
 def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
@@ -73,23 +75,24 @@ def test_live_list_keeps_ticks_and_filter_text_while_it_updates(
 ) -> None:
     platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
     page, problems = desktop
+    live = running_evaluation(platform, alice, "alice-calc-live")  # like alice-calc-b
     page.goto(f"{platform.url}/evaluations")
-    assert page.locator("body").get_attribute("data-poll-s") == "5"  # alice-calc-b runs
+    assert page.locator("body").get_attribute("data-poll-s") == "5"  # alice-calc-live runs
     page.check(f"input[value='{ids['alice-calc']}']")
-    page.check(f"input[value='{ids['alice-calc-b']}']")
+    page.check(f"input[value='{live}']")
     page.fill("input[name=model]", "demo-")
     page.evaluate("window.scrollTo(0, 40)")
-    running = page.locator(f"tr[data-id='{ids['alice-calc-b']}'] [data-field=samples]")
+    running = page.locator(f"tr[data-id='{live}'] [data-field=samples]")
     expect(running).to_have_text("6")
     more = [tool_sample(e, 2, 1.0) for e in range(6)]
     with platform.client(alice) as api:
-        posted = api.post(f"/evaluations/{ids['alice-calc-b']}/samples", json={"samples": more})
+        posted = api.post(f"/evaluations/{live}/samples", json={"samples": more})
         assert posted.status_code == 200, posted.text
     expect(running).to_have_text("12", timeout=15_000)  # patched in place, not reloaded
-    mean = page.locator(f"tr[data-id='{ids['alice-calc-b']}'] [data-field=mean] .mean")
+    mean = page.locator(f"tr[data-id='{live}'] [data-field=mean] .mean")
     expect(mean).to_have_text(f"{(sum(0.5 + 0.1 * e for e in range(6)) + 6) / 12:.3f}")
     assert page.is_checked(f"input[value='{ids['alice-calc']}']")
-    assert page.is_checked(f"input[value='{ids['alice-calc-b']}']")
+    assert page.is_checked(f"input[value='{live}']")
     assert page.input_value("input[name=model]") == "demo-"
     shot(page, "11-live-list")
     for path in ("/evaluations", f"/evaluations/{ids['alice-calc']}"):
@@ -134,12 +137,12 @@ def test_phone_width_dark_mode_csp_and_markdown_as_text(
     seeded_platform: SeededPlatform, browser: Browser
 ) -> None:
     platform, ids, alice = seeded_platform.platform, seeded_platform.ids, seeded_platform.alice_key
+    # A run like alice-calc-b, plus a sample whose answer is an XSS payload in markdown.
+    marked = running_evaluation(platform, alice, "alice-calc-xss")
     sample = tool_sample(9, 1, 1.0, sample_id="xss/../1")
     sample["completion"] = [{"role": "assistant", "content": XSS}]
     with platform.client(alice) as api:
-        assert api.post(
-            f"/evaluations/{ids['alice-calc-b']}/samples", json={"samples": [sample]}
-        ).is_success
+        assert api.post(f"/evaluations/{marked}/samples", json={"samples": [sample]}).is_success
     page = signed_in(
         browser,
         platform,
@@ -153,9 +156,9 @@ def test_phone_width_dark_mode_csp_and_markdown_as_text(
     pages = {
         "list": "/evaluations",
         "evaluation": f"/evaluations/{ids['alice-calc']}",
-        "samples": f"/evaluations/{ids['alice-calc-b']}/samples",
-        "compare": f"/compare?ids={ids['alice-calc']},{ids['alice-calc-b']}",
-        "side": f"/compare/example?ids={ids['alice-calc']},{ids['alice-calc-b']}&example=1",
+        "samples": f"/evaluations/{marked}/samples",
+        "compare": f"/compare?ids={ids['alice-calc']},{marked}",
+        "side": f"/compare/example?ids={ids['alice-calc']},{marked}&example=1",
     }
     for name, path in pages.items():
         page.goto(platform.url + path)
@@ -175,3 +178,4 @@ def test_phone_width_dark_mode_csp_and_markdown_as_text(
     assert page.evaluate("window.__xss === undefined")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert problems == []
+    page.context.close()

@@ -4,6 +4,8 @@ click (or key) away, and the list filtered by tag and sorted by its columns."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -13,9 +15,9 @@ from tests.web.conftest import SeededPlatform, shot, signed_in
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def transcripts(seeded_platform: SeededPlatform, browser: Browser) -> tuple[Page, str, str]:
-    """A signed-in page, the server's URL and an evaluation holding `samples.all_samples()`."""
+@pytest.fixture(scope="module")
+def transcripts_run(seeded_platform: SeededPlatform) -> str:
+    """An evaluation holding `samples.all_samples()` on the module's server (only read)."""
     platform, alice = seeded_platform.platform, seeded_platform.alice_key
     with platform.client(alice) as api:
         created = api.post(
@@ -23,11 +25,21 @@ def transcripts(seeded_platform: SeededPlatform, browser: Browser) -> tuple[Page
             json={"name": "transcripts", "tags": ["code", "vision"], "description": "Readable."},
         )
         assert created.status_code == 201, created.text
-        eid = created.json()["evaluation_id"]
+        eid = str(created.json()["evaluation_id"])
         posted = api.post(f"/evaluations/{eid}/samples", json={"samples": samples.all_samples()})
         assert posted.status_code == 200, posted.text
+    return eid
+
+
+@pytest.fixture
+def transcripts(
+    seeded_platform: SeededPlatform, browser: Browser, transcripts_run: str
+) -> Iterator[tuple[Page, str, str]]:
+    """A signed-in page, the server's URL and an evaluation holding `samples.all_samples()`."""
+    platform, alice = seeded_platform.platform, seeded_platform.alice_key
     page = signed_in(browser, platform, alice, viewport={"width": 1280, "height": 800})
-    return page, platform.url, eid
+    yield page, platform.url, transcripts_run
+    page.context.close()
 
 
 def test_steps_show_their_output_and_images_are_drawn(transcripts: tuple[Page, str, str]) -> None:
