@@ -1,11 +1,12 @@
 """Helpers shared by the hosted end-to-end tests: the launcher's settings, the CLI's command
-and environment, waiting on statuses and logs, reading launcher rows."""
+and environment, waiting on statuses and logs, reading launcher rows and shards' progress."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,25 @@ def hosted_row(platform: Platform, evaluation_id: str) -> dict[str, Any]:
     return rows[0]
 
 
+def shard_rows(platform: Platform, evaluation_id: str) -> list[dict[str, Any]]:
+    """The launcher's shard rows, by shard."""
+    return launcher_rows(platform, "hosted_shards", evaluation_id, order_by="shard")
+
+
+def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int, int]]:
+    """How often each (example, rollout) pair is stored."""
+    pairs: Counter[tuple[int, int]] = Counter()
+    page = 1
+    while True:
+        answer = client.get(
+            f"/evaluations/{evaluation_id}/samples", params={"page": page, "limit": 100}
+        ).json()
+        pairs.update((s["example_id"], s["rollout_number"]) for s in answer["samples"])
+        if not answer["has_more"]:
+            return pairs
+        page += 1
+
+
 def wait_closed(
     client: httpx.Client, platform: Platform, evaluation_id: str, timeout: float = 90.0
 ) -> dict[str, Any]:
@@ -114,6 +134,20 @@ def wait_logs(client: httpx.Client, evaluation_id: str, text: str, timeout: floa
     return wait_until(
         shown, timeout=timeout, interval=0.1, what=lambda: f"{text!r} in the logs:\n{logs[0]}"
     )
+
+
+def wait_shard_storing(
+    client: httpx.Client, evaluation_id: str, shard: int, shards: int, timeout: float = 120.0
+) -> None:
+    """Wait until shard `shard` of `shards`, in its first attempt, has stored some samples
+    (its progress line in the logs no longer says 0)."""
+    head = f"shard {shard}/{shards}: running, attempt 1, "
+
+    def storing() -> bool:
+        text = hosted_logs(client, evaluation_id)
+        return head in text and f"{head}0 of" not in text
+
+    wait_until(storing, timeout=timeout, interval=0.2, what=f"shard {shard} storing samples")
 
 
 def group_alive(pgid: int) -> bool:

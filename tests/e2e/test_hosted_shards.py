@@ -11,7 +11,6 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -22,13 +21,14 @@ from tests.e2e.hosted_helpers import (
     create_hosted,
     hosted_logs,
     hosted_run,
-    launcher_rows,
+    shard_rows,
+    stored_pairs,
     wait_closed,
+    wait_shard_storing,
     wait_status,
 )
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -47,25 +47,6 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     platform.process.stop()
 
 
-def shard_rows(platform: Platform, evaluation_id: str) -> list[dict[str, Any]]:
-    """The launcher's shard rows, by shard."""
-    return launcher_rows(platform, "hosted_shards", evaluation_id, order_by="shard")
-
-
-def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int, int]]:
-    """How often each (example, rollout) pair is stored."""
-    pairs: Counter[tuple[int, int]] = Counter()
-    page = 1
-    while True:
-        answer = client.get(
-            f"/evaluations/{evaluation_id}/samples", params={"page": page, "limit": 100}
-        ).json()
-        pairs.update((s["example_id"], s["rollout_number"]) for s in answer["samples"])
-        if not answer["has_more"]:
-            return pairs
-        page += 1
-
-
 def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
     plat: Platform, slow_model: str, tmp_path: Path
 ) -> None:
@@ -79,13 +60,7 @@ def test_sharded_run_is_exact_though_a_shard_is_killed_mid_run(
         api_base_url=slow_model,
     )
     # Shard 1's sandbox is killed (its whole process group) once it has stored samples.
-
-    def storing() -> bool:
-        text = hosted_logs(client, evaluation_id)
-        head = "shard 1/3: running, attempt 1, "
-        return head in text and f"{head}0 of" not in text
-
-    wait_until(storing, timeout=120, interval=0.1, what="shard 1 storing samples")
+    wait_shard_storing(client, evaluation_id, 1, 3)
     pid = int(str(shard_rows(plat, evaluation_id)[1]["sandbox_handle"]).partition("@")[0])
     os.killpg(pid, 9)
     done = wait_closed(client, plat, evaluation_id, timeout=240)

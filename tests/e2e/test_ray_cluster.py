@@ -28,8 +28,10 @@ from tests.e2e.hosted_helpers import (
     create_hosted,
     hosted_logs,
     hub_project,
-    launcher_rows,
+    shard_rows,
+    stored_pairs,
     wait_closed,
+    wait_shard_storing,
     wait_status,
 )
 from tests.support.platform import Platform, start_platform
@@ -70,25 +72,6 @@ def plat(cluster: RayCluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     platform = start_platform(tmp_path_factory.mktemp("ray-cluster-platform"), extra_env=env)
     yield platform
     platform.process.stop()
-
-
-def shard_rows(plat: Platform, evaluation_id: str) -> list[dict[str, Any]]:
-    """The launcher's shard rows, by shard."""
-    return launcher_rows(plat, "hosted_shards", evaluation_id, order_by="shard")
-
-
-def stored_pairs(client: httpx.Client, evaluation_id: str) -> Counter[tuple[int, int]]:
-    """How often each (example, rollout) pair is stored."""
-    pairs: Counter[tuple[int, int]] = Counter()
-    page = 1
-    while True:
-        answer = client.get(
-            f"/evaluations/{evaluation_id}/samples", params={"page": page, "limit": 100}
-        ).json()
-        pairs.update((s["example_id"], s["rollout_number"]) for s in answer["samples"])
-        if not answer["has_more"]:
-            return pairs
-        page += 1
 
 
 def _failure(plat: Platform, evaluation_id: str) -> str:
@@ -184,13 +167,7 @@ def test_a_shard_killed_mid_run_is_retried_and_the_total_stays_exact(
     )
     job = _jobs(plat, evaluation_id)[1]
     _running_eval(cluster, job)
-
-    def storing() -> bool:  # shard 1 has stored some of its 30 samples, not all
-        text = hosted_logs(client, evaluation_id)
-        head = f"shard 1/{SHARDS}: running, attempt 1, "
-        return head in text and f"{head}0 of" not in text
-
-    wait_until(storing, timeout=180, interval=0.2, what="shard 1 storing samples")
+    wait_shard_storing(client, evaluation_id, 1, SHARDS, timeout=180)  # some of its 30 samples
     # A crash on its node: the whole tree of the job's entrypoint, SIGKILLed at once.
     _, tree = _running_eval(cluster, job)
     for proc in tree:
