@@ -56,6 +56,7 @@ from sqlalchemy import text
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import percentile  # noqa: E402
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 from proctor.server.auth import service as auth  # noqa: E402
@@ -209,8 +210,8 @@ def seeded_copy(args: argparse.Namespace, data_dir: Path) -> tuple[str, str]:
 
 
 def _percentiles(times: list[float]) -> tuple[float, float, float]:
-    cold, warm = times[0], sorted(times[1:])
-    return cold, statistics.median(warm), warm[min(len(warm) - 1, round(0.99 * (len(warm) - 1)))]
+    cold, warm = times[0], times[1:]
+    return cold, statistics.median(warm), percentile(warm, 0.99)
 
 
 def measure(
@@ -386,9 +387,7 @@ def statistics_cost(settings: Settings, evaluation_id: str, repeat: int) -> dict
 
 
 def _spread(values: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(values)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return statistics.median(ordered), p99, ordered[-1]
+    return statistics.median(values), percentile(values, 0.99), max(values)
 
 
 def _ms(value: float | None) -> str:

@@ -28,11 +28,9 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +41,14 @@ from proctor.contract import TERMINAL_STATUSES
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import percentile, push, run_hosted, stored_time  # noqa: E402
 from tests.e2e.hosted_helpers import hub_project  # noqa: E402
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-hosted-0123456789abcdef"
 RESULTS = ROOT / "bench" / "results" / "hosted.md"
 TERMINAL = TERMINAL_STATUSES
-
-
-def _ts(text: str | None) -> float | None:
-    if text is None:
-        return None
-    value = datetime.fromisoformat(text)
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+NO_ISOLATION = ("--no-build-isolation",)
 
 
 def run_batch(
@@ -100,8 +88,8 @@ def run_batch(
     for row in rows:
         statuses[row["status"]] = statuses.get(row["status"], 0) + 1
         samples_ok += row["total_samples"] == n * r
-        created, started = _ts(row["created_at"]), _ts(row["started_at"])
-        ended, completed = _ts(row["ended_at"]), _ts(row["completed_at"])
+        created, started = stored_time(row["created_at"]), stored_time(row["started_at"])
+        ended, completed = stored_time(row["ended_at"]), stored_time(row["completed_at"])
         exited = (data_dir / "sandboxes" / row["id"] / "exit_code").stat().st_mtime
         assert created is not None and started is not None and ended is not None
         pickup.append(started - created)
@@ -122,49 +110,15 @@ def run_batch(
     }
 
 
-def _push(url: str, project: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    env.update(PROCTOR_API_URL=url, PROCTOR_API_KEY=KEY)
-    done = subprocess.run(
-        [*PROCTOR, "envs", "push", str(project), "--no-build-isolation"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"push failed: {done.stdout}{done.stderr}")
-
-
 def first_sample_latency(
     client: httpx.Client, data_dir: Path, env: str, n: int, r: int, model_url: str
 ) -> float:
     """Seconds from creating one hosted evaluation to its first stored sample."""
-    body = {
-        "environment_ids": [env],
-        "inference_model": "demo",
-        "eval_config": {"num_examples": n, "rollouts_per_example": r, "api_base_url": model_url},
-    }
-    answer = client.post("/hosted-evaluations", json=body)
-    answer.raise_for_status()
-    evaluation_id = answer.json()["evaluation_id"]
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        with sqlite3.connect(data_dir / "proctor.db", timeout=30) as conn:
-            row = conn.execute(
-                "SELECT e.created_at, (SELECT MIN(s.created_at) FROM samples s "
-                "WHERE s.evaluation_id = e.id), h.ended_at, e.status FROM evaluations e "
-                "JOIN hosted_evaluations h ON h.evaluation_id = e.id WHERE e.id = ?",
-                (evaluation_id,),
-            ).fetchone()
-        if row[2] is not None:
-            if row[3] != "COMPLETED" or row[1] is None:
-                raise RuntimeError(f"hosted run of {env} ended {row[3]}")
-            created, first = _ts(row[0]), _ts(row[1])
-            assert created is not None and first is not None
-            return first - created
-        time.sleep(0.1)
-    raise RuntimeError(f"hosted run of {env} did not end")
+    config = {"num_examples": n, "rollouts_per_example": r, "api_base_url": model_url}
+    end = run_hosted(client, data_dir, env, config, timeout=300)
+    if end.first_sample is None:
+        raise RuntimeError(f"hosted run of {env} stored no sample")
+    return end.first_sample - end.created
 
 
 def run_pushed(
@@ -173,7 +127,7 @@ def run_pushed(
     installed, cold, warm = [], [], []
     n = min(n, 8)  # tiny-echo has 8 tasks
     for i in range(runs):
-        _push(url, hub_project(data_dir / "projects", version=f"0.1.{i}"))
+        push(url, KEY, hub_project(data_dir / "projects", version=f"0.1.{i}"), *NO_ISOLATION)
         installed.append(first_sample_latency(client, data_dir, "alphabet-sort", n, r, model_url))
         cold.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
         warm.append(first_sample_latency(client, data_dir, "admin/tiny-echo", n, r, model_url))
@@ -184,7 +138,7 @@ def _row(name: str, values: list[float]) -> str:
     if not values:
         return f"| {name} | - | - | - |"
     ms = [v * 1000 for v in values]
-    return f"| {name} | {_pct(ms, 0.5):.0f} | {_pct(ms, 0.99):.0f} | {max(ms):.0f} |"
+    return f"| {name} | {percentile(ms, 0.5):.0f} | {percentile(ms, 0.99):.0f} | {max(ms):.0f} |"
 
 
 def report(
@@ -248,7 +202,6 @@ def report(
 
 
 def _cores() -> int:
-    import os
 
     return len(os.sched_getaffinity(0))
 
@@ -302,7 +255,8 @@ def main() -> int:
             url = f"http://127.0.0.1:{port}"
             (data_dir / "empty-index").mkdir()
             broken = '"proctor-bench-missing-dependency>=1"'
-            _push(url, hub_project(data_dir / "projects", name="broken-echo", deps=broken))
+            project = hub_project(data_dir / "projects", name="broken-echo", deps=broken)
+            push(url, KEY, project, *NO_ISOLATION)
             batches = [
                 run_batch(
                     client,

@@ -40,6 +40,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import percentile  # noqa: E402
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
 
 KEY = "pk-bench-0123456789abcdef0123456789"
@@ -79,11 +80,6 @@ def sample_text(sample_id: str, example_id: int, reward: float) -> str:
 def batch_body(prefix: str, start: int) -> bytes:
     samples = [sample_text(f"{prefix}-{start + i}", start + i, (i % 10) / 10) for i in range(BATCH)]
     return ('{"samples":[' + ",".join(samples) + "]}").encode()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def start_server(data_dir: Path, database_url: str | None) -> tuple[ManagedProcess, str]:

@@ -21,12 +21,9 @@ import json
 import os
 import platform
 import re
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +33,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import push, run_hosted  # noqa: E402
 from tests.e2e.verifiers_hub import launcher_environment, project, share  # noqa: E402
 from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, write_datasets  # noqa: E402
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  # noqa: E402
@@ -43,70 +41,32 @@ from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http  #
 KEY = "pk-bench-vf-hosted-0123456789abcdef"
 RESULTS = ROOT / "bench" / "results" / "verifiers_hosted.md"
 _INSTALLED = re.compile(r"proctor: installed \S+ in ([0-9.]+)s")
+_LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"
 _ATTACHED = re.compile(r"^(\S+ \S+) INFO proctor\.runs\._run: run \S+ attached", re.MULTILINE)
-
-
-def _ts(text: str | None) -> float | None:
-    if text is None:
-        return None
-    value = datetime.fromisoformat(text)
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
-
-
-def _push(url: str, folder: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    env.update(PROCTOR_API_URL=url, PROCTOR_API_KEY=KEY)
-    done = subprocess.run(
-        [*PROCTOR, "envs", "push", str(folder)], env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"push failed: {done.stdout}{done.stderr}")
 
 
 def hosted_run(
     client: httpx.Client, data_dir: Path, ref: str, eval_config: dict[str, Any]
 ) -> dict[str, float]:
     """One hosted run to its end; its intervals in seconds."""
-    body = {"environment_ids": [ref], "inference_model": "demo", "eval_config": eval_config}
-    answer = client.post("/hosted-evaluations", json=body)
-    answer.raise_for_status()
-    evaluation_id = answer.json()["evaluation_id"]
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        with sqlite3.connect(data_dir / "proctor.db", timeout=30) as conn:
-            row = conn.execute(
-                "SELECT e.created_at, h.started_at, (SELECT MIN(s.created_at) FROM samples s "
-                "WHERE s.evaluation_id = e.id), h.ended_at, e.status, e.total_samples, "
-                "h.log_path FROM evaluations e JOIN hosted_evaluations h "
-                "ON h.evaluation_id = e.id WHERE e.id = ?",
-                (evaluation_id,),
-            ).fetchone()
-        if row[3] is not None:
-            log = Path(row[6]).read_text() if row[6] else ""
-            if row[4] != "COMPLETED":
-                raise RuntimeError(f"hosted run of {ref} ended {row[4]}:\n{log[-3000:]}")
-            created, started, first, ended = (_ts(v) for v in row[:4])
-            assert created and started and first and ended
-            installed = _INSTALLED.search(log)
-            attached = _ATTACHED.search(log)
-            # The sandbox logs in UTC on this machine: when `proctor eval` had imported
-            # everything (verifiers included), built the environment and attached.
-            ready = (
-                datetime.strptime(attached.group(1), "%Y-%m-%d %H:%M:%S,%f")
-                .replace(tzinfo=UTC)
-                .timestamp()
-                if attached
-                else started
-            )
-            return {
-                "running": started - created,
-                "attached": ready - created,
-                "first_sample": first - created,
-                "closed": ended - created,
-                "install": float(installed.group(1)) if installed else 0.0,
-            }
-        time.sleep(0.2)
-    raise RuntimeError(f"hosted run of {ref} did not end")
+    end = run_hosted(client, data_dir, ref, eval_config, timeout=900)
+    assert end.first_sample is not None
+    installed = _INSTALLED.search(end.log)
+    attached = _ATTACHED.search(end.log)
+    # The sandbox logs in UTC on this machine: when `proctor eval` had imported everything
+    # (verifiers included), built the environment and attached.
+    ready = (
+        datetime.strptime(attached.group(1), _LOG_TIME).replace(tzinfo=UTC).timestamp()
+        if attached
+        else end.running
+    )
+    return {
+        "running": end.running - end.created,
+        "attached": ready - end.created,
+        "first_sample": end.first_sample - end.created,
+        "closed": end.closed - end.created,
+        "install": float(installed.group(1)) if installed else 0.0,
+    }
 
 
 def report(rows: list[tuple[str, str, dict[str, float]]], args: argparse.Namespace) -> str:
@@ -189,7 +149,7 @@ def main() -> int:
             )
             owner = client.get("/user/whoami").json()["data"]["name"]
             for name in args.envs:
-                _push(url, project(Path(tmp) / "projects", name.replace("-", "_")))
+                push(url, KEY, project(Path(tmp) / "projects", name.replace("-", "_")))
                 config = {
                     "num_examples": args.n,
                     "rollouts_per_example": args.r,
