@@ -1,7 +1,7 @@
 """Real verifiers environments (vendored from the verifiers repository) under `proctor eval`:
 each on two workers, pushed to a real platform, with the same rewards and metrics as
-`vf-eval` against the deterministic demo model; the docs' worked example; and a run resumed
-after Ctrl-C without running an episode twice."""
+`vf-eval` against the deterministic demo model (glossary's run is the docs' worked example);
+and a run resumed after Ctrl-C without running an episode twice."""
 
 from __future__ import annotations
 
@@ -126,10 +126,27 @@ def _assert_on_platform(plat: Platform, run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-@pytest.mark.parametrize("name", ENVS)
+def _docs_example() -> list[str]:
+    """The arguments of docs/environments.md's worked example after `proctor eval`."""
+    command = code_block(ENV_DOC.read_text(), "sh", "proctor eval glossary")
+    line = next(x for x in command.splitlines() if x.startswith("proctor eval glossary"))
+    return shlex.split(line)[2:]
+
+
+@pytest.mark.parametrize(
+    "name",
+    # Two halves, so that xdist's `--dist loadgroup` may run them on two workers, each with
+    # its own `plat` (a module-scoped fixture keeps a module on one worker otherwise).
+    [
+        pytest.param(n, marks=pytest.mark.xdist_group(f"vf-envs-{i % 2}"))
+        for i, n in enumerate(ENVS)
+    ],
+)
 def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     name: str, plat: Platform, demo_model: str, tmp_path: Path
 ) -> None:
+    """glossary runs the docs' worked example as written (five examples on two workers);
+    the others three examples of two rollouts each."""
     ours, theirs = tmp_path / "proctor", tmp_path / "vf-eval"
     ours.mkdir()
     theirs.mkdir()
@@ -143,42 +160,31 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
         "sampling": {"temperature": 0},
     }
     (theirs / "eval.toml").write_text(tomli_w.dumps(config))
+    examples, rollouts = (5, 1) if name == "glossary" else (3, 2)
     # Both at once: each spends most of its time preparing its harness program.
-    vf_flags = ["-n", "3", "-r", "2", "--no-push", "--no-rich", "-o", "out", "--run.name", "r"]
-    vf = _start([VF_EVAL, "@", "eval.toml", *vf_flags], theirs, "vf-eval.log")
+    vf_flags = ["-n", str(examples), "-r", str(rollouts), "--no-push", "--no-rich", "-o", "out"]
+    vf = _start([VF_EVAL, "@", "eval.toml", *vf_flags, "--run.name", "r"], theirs, "vf-eval.log")
     # At temperature 0 the demo model's answer is a function of the request alone.
-    flags = ["-n", "3", "-r", "2", "-w", "2", "-c", "4", "--sampling.temperature", "0"]
-    proctor = _proctor_eval(
-        name, ours, demo_model, *flags, "--run.name", "r",
-        PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key,
-    )  # fmt: skip
+    pushed = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
+    if name == "glossary":
+        args = _docs_example()
+        assert args[args.index("-w") + 1] == "2" and args[args.index("-n") + 1] == "5"
+        args += ["--client.base-url", demo_model, "--no-rich", "-o", "out", "--run.name", "r"]
+        cmd = [*PROCTOR, "eval", *args, "--sampling.temperature", "0"]
+        proctor = _start(cmd, ours, "proctor.log", **pushed)
+    else:
+        flags = ["-n", "3", "-r", "2", "-w", "2", "-c", "4", "--sampling.temperature", "0"]
+        proctor = _proctor_eval(name, ours, demo_model, *flags, "--run.name", "r", **pushed)
     assert _finish(proctor) == 0, proctor.output()
     assert _finish(vf) == 0, vf.output()[-3000:]
     records = _assert_on_platform(plat, ours / "out" / "r")
+    examples = min(examples, FEW_TASKS.get(name, examples))
+    pairs = [(e, r) for e in range(examples) for r in range(1, rollouts + 1)]
+    assert sorted((r["example_id"], r["rollout_number"]) for r in records) == pairs
     ours_samples = [project_episode(r["native"], r["rollout_number"])[0] for r in records]
     theirs_samples = [project_episode(r, 1)[0] for r in _records(theirs / "out" / "r")]
-    examples = min(3, FEW_TASKS.get(name, 3))
-    assert len(ours_samples) == len(theirs_samples) == 2 * examples
+    assert len(ours_samples) == len(theirs_samples) == rollouts * examples
     assert _scores(name, ours_samples) == _scores(name, theirs_samples)
-
-
-def test_the_docs_example_runs_glossary_on_two_workers_onto_the_platform(
-    plat: Platform, demo_model: str, tmp_path: Path
-) -> None:
-    command = code_block(ENV_DOC.read_text(), "sh", "proctor eval glossary")
-    line = next(x for x in command.splitlines() if x.startswith("proctor eval glossary"))
-    args = [*shlex.split(line)[2:], "--client.base-url", demo_model, "--no-rich", "-o", "out"]
-    assert args[args.index("-w") + 1] == "2"
-    proc = _start(
-        [*PROCTOR, "eval", *args, "--run.name", "g"],
-        tmp_path,
-        "proctor.log",
-        PROCTOR_API_URL=plat.url,
-        PROCTOR_API_KEY=plat.api_key,
-    )
-    assert _finish(proc) == 0, proc.output()
-    records = _assert_on_platform(plat, tmp_path / "out" / "g")
-    assert sorted(r["example_id"] for r in records) == [0, 1, 2, 3, 4]
 
 
 def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
