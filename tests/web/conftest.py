@@ -10,8 +10,8 @@ server (alice's own run has tool calls and four rollouts per example).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,12 +168,13 @@ def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 # -- the browser tests' real server and browser ---------------------------------------------------
 #
-# Each browser module shares one seeded server and one chromium (module-scoped: xdist's
-# `--dist loadgroup` keeps the module on one worker, see tests/support/tiers.py); each test
-# gets a fresh browser context. Tests only read the seeded evaluations: one that changes an
-# evaluation makes its own (`running_evaluation`), so the order of the tests never matters.
-# The browser is not session-scoped: a live sync Playwright marks the worker's thread as
-# running an event loop, and the asyncio tests that run after it there would fail.
+# One `proctor server` per worker serves every browser module; each module seeds users and
+# teams of its own on it (so its lists hold only its own evaluations) and has one chromium
+# (module-scoped: xdist's `--dist loadgroup` keeps the module on one worker, see
+# tests/support/tiers.py); each test gets a fresh browser context. Tests only read the seeded
+# evaluations: one that changes an evaluation makes its own (`running_evaluation`), so the
+# order of the tests never matters. The browser is not session-scoped: a live sync Playwright
+# marks the worker's thread as running an event loop, and asyncio tests after it would fail.
 
 
 def _cli(platform: Platform, *args: str) -> str:
@@ -208,7 +209,8 @@ def running_evaluation(platform: Platform, key: str, name: str) -> str:
     return evaluation_id
 
 
-def _seed(platform: Platform, key: str, bob_key: str) -> dict[str, str]:
+def _seed(platform: Platform, key: str, bob_key: str, teams: tuple[str, str]) -> dict[str, str]:
+    blue, red = teams
     with platform.client(key) as api:
         body = {"name": "tool-calc", "framework": "proctor"}
         env = api.post("/environmentshub/resolve", json=body).json()["data"]
@@ -229,10 +231,10 @@ def _seed(platform: Platform, key: str, bob_key: str) -> dict[str, str]:
         assert api.post(f"/evaluations/{ids['alice-calc']}/finalize", json={"metrics": summary})
         other = [tool_sample(e, 1, 0.5 + 0.1 * e) for e in range(6)]
         assert api.post(f"/evaluations/{ids['alice-calc-b']}/samples", json={"samples": other})
-        team = api.post("/evaluations/", json={"name": "blue-team-run", "team_id": "blue"})
+        team = api.post("/evaluations/", json={"name": "blue-team-run", "team_id": blue})
         ids["blue-team-run"] = team.json()["evaluation_id"]
     with platform.client(bob_key) as bob:
-        red = bob.post("/evaluations/", json={"name": "red-secret-run", "team_id": "red"})
+        red = bob.post("/evaluations/", json={"name": "red-secret-run", "team_id": red})
         assert red.status_code == 201, red.text
         ids["red-secret-run"] = red.json()["evaluation_id"]
     return ids
@@ -247,28 +249,31 @@ class SeededPlatform:
     ids: dict[str, str]
 
 
-@contextmanager
-def seeded_server(
-    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
-) -> Iterator[SeededPlatform]:
-    """A `proctor server` with keys made by the CLI and evaluations posted through the API,
-    stopped after."""
+@pytest.fixture(scope="session")
+def browser_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """The worker's `proctor server` for the browser modules (no launcher: a test that needs a
+    hosted run plays the sandbox's part)."""
     data_dir = tmp_path_factory.mktemp("browser") / "platform"
     data_dir.mkdir()
-    platform = start_platform(data_dir, extra_env=extra_env)
+    platform = start_platform(data_dir, extra_env={"PROCTOR_HOSTED_IN_SERVER": "false"})
     try:
-        alice = _key(platform, "alice", "blue")
-        bob = _key(platform, "bob", "red")
-        yield SeededPlatform(platform, alice, _seed(platform, alice, bob))
+        yield platform
     finally:
         platform.process.stop()
 
 
+_MODULES = itertools.count(1)
+
+
 @pytest.fixture(scope="module")
-def seeded_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededPlatform]:
-    """One seeded server for the module's tests, which never change its seeded evaluations."""
-    with seeded_server(tmp_path_factory) as seeded:
-        yield seeded
+def seeded_platform(browser_platform: Platform) -> SeededPlatform:
+    """The module's users on the worker's server: alice (team blue-N) and bob (team red-N),
+    their keys made by the CLI, their evaluations posted through the API."""
+    n = next(_MODULES)
+    teams = (f"blue-{n}", f"red-{n}")
+    alice = _key(browser_platform, f"alice-{n}", teams[0])
+    bob = _key(browser_platform, f"bob-{n}", teams[1])
+    return SeededPlatform(browser_platform, alice, _seed(browser_platform, alice, bob, teams))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ names another copy). Without it these tests skip on a workstation and fail under
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from proctor.server.db.session import Database
 from tests.support.platform import Platform
 from tests.support.tools import missing
 from tests.web import transcript_samples as samples
-from tests.web.conftest import seeded_server, shot, signed_in
+from tests.web.conftest import SeededPlatform, shot, signed_in
 
 pytestmark = pytest.mark.browser
 
@@ -74,35 +73,37 @@ def _play_sandbox(platform: Platform, hosted_id: str, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    """A server (no launcher: the test plays the sandbox) seeded like `seeded_platform`,
-    plus the transcript samples and a hosted evaluation with a log; one for the module."""
-    with seeded_server(tmp_path_factory, {"PROCTOR_HOSTED_IN_SERVER": "false"}) as seeded:
-        platform, alice, ids = seeded.platform, seeded.alice_key, dict(seeded.ids)
-        with platform.client(alice) as api:
-            created = api.post("/evaluations/", json={"name": "transcripts", "tags": ["code"]})
-            ids["transcripts"] = created.json()["evaluation_id"]
-            posted = api.post(
-                f"/evaluations/{ids['transcripts']}/samples",
-                json={"samples": samples.all_samples()},
-            )
-            assert posted.status_code == 200, posted.text
-            hosted = api.post(
-                "/hosted-evaluations",
-                json={
-                    "environment_ids": ["tool-calc"],
-                    "inference_model": "demo",
-                    "eval_config": {"num_examples": 4, "rollouts_per_example": 1},
-                },
-            )
-            assert hosted.status_code == 200, hosted.text
-            ids["hosted"] = hosted.json()["evaluation_id"]
-            challenge = api.post("/auth_challenge/generate", json={"encryptionPublicKey": "k"})
-            ids["challenge"] = challenge.json()["challenge"] if challenge.is_success else ""
-        log = platform.data_dir.parent / "sandbox.log"
-        log.write_text("".join(f"step {n} of the run\n" for n in range(1, 201)))
-        _play_sandbox(platform, ids["hosted"], log)
-        yield Dashboard(platform, alice, ids, log)
+def dashboard(
+    seeded_platform: SeededPlatform, tmp_path_factory: pytest.TempPathFactory
+) -> Dashboard:
+    """`seeded_platform` (its server has no launcher: the test plays the sandbox) plus the
+    transcript samples and a hosted evaluation with a log; one for the module."""
+    platform, alice = seeded_platform.platform, seeded_platform.alice_key
+    ids = dict(seeded_platform.ids)
+    with platform.client(alice) as api:
+        created = api.post("/evaluations/", json={"name": "transcripts", "tags": ["code"]})
+        ids["transcripts"] = created.json()["evaluation_id"]
+        posted = api.post(
+            f"/evaluations/{ids['transcripts']}/samples",
+            json={"samples": samples.all_samples()},
+        )
+        assert posted.status_code == 200, posted.text
+        hosted = api.post(
+            "/hosted-evaluations",
+            json={
+                "environment_ids": ["tool-calc"],
+                "inference_model": "demo",
+                "eval_config": {"num_examples": 4, "rollouts_per_example": 1},
+            },
+        )
+        assert hosted.status_code == 200, hosted.text
+        ids["hosted"] = hosted.json()["evaluation_id"]
+        challenge = api.post("/auth_challenge/generate", json={"encryptionPublicKey": "k"})
+        ids["challenge"] = challenge.json()["challenge"] if challenge.is_success else ""
+    log = tmp_path_factory.mktemp("axe") / "sandbox.log"
+    log.write_text("".join(f"step {n} of the run\n" for n in range(1, 201)))
+    _play_sandbox(platform, ids["hosted"], log)
+    return Dashboard(platform, alice, ids, log)
 
 
 def _pages(ids: dict[str, str]) -> dict[str, str]:
