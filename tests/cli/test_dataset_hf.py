@@ -1,5 +1,6 @@
 """The `dataset` environment on a Hugging Face dataset, offline (#25 item 12): a directory
-saved with `save_to_disk` (Arrow files), and a dataset id served from the local cache."""
+saved with `save_to_disk` (Arrow files), and a dataset id served from the local cache. The CLI
+runs in this process (`cli_in_process`): what it reads and stores is the point."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.cli.test_first_hour_mistakes import proctor, refused
+from tests.cli.test_first_hour_mistakes import refused
+from tests.support.cli import cli_in_process
 
 ROWS = {"prompt": ["What is 2+2?", "What is 3+4?"], "answer": ["4", "7"]}
 
@@ -34,8 +36,8 @@ def test_a_saved_dataset_and_a_cached_hub_id_run_offline(demo_model: str, tmp_pa
     saved = tmp_path / "qa-saved"
     _save_to_disk_layout(saved)
     args = ["eval", "dataset", "--no-push", "--client.base-url", demo_model]
-    ran = proctor(*args, "--env-args", json.dumps({"path": str(saved)}), "--run.dir", "saved",
-                  home=tmp_path)  # fmt: skip
+    ran = cli_in_process(*args, "--env-args", json.dumps({"path": str(saved)}),
+                         "--run.dir", "saved", home=tmp_path)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert _evaluated(tmp_path / "outputs" / "saved") == ["4", "7"]
 
@@ -44,11 +46,11 @@ def test_a_saved_dataset_and_a_cached_hub_id_run_offline(demo_model: str, tmp_pa
     snapshot.mkdir(parents=True)
     pq.write_table(pa.table(ROWS), snapshot / "train-00000-of-00001.parquet")
     pq.write_table(pa.table({"prompt": ["x"], "answer": ["y"]}), snapshot / "test-00000.parquet")
-    hub = proctor(*args, "--env-args", '{"path": "someone/qa"}', "--run.dir", "hub",
-                  home=tmp_path, env={"HF_HUB_CACHE": str(cache)})  # fmt: skip
+    hub = cli_in_process(*args, "--env-args", '{"path": "someone/qa"}', "--run.dir", "hub",
+                         home=tmp_path, env={"HF_HUB_CACHE": str(cache)})  # fmt: skip
     assert hub.returncode == 0, hub.stderr
     assert _evaluated(tmp_path / "outputs" / "hub") == ["4", "7"]  # the train split only
 
-    missing = proctor(*args, "--env-args", '{"path": "someone/other"}', home=tmp_path,
-                      env={"HF_HUB_CACHE": str(cache)})  # fmt: skip
+    missing = cli_in_process(*args, "--env-args", '{"path": "someone/other"}', home=tmp_path,
+                             env={"HF_HUB_CACHE": str(cache)})  # fmt: skip
     refused(missing, "someone/other is not in the local cache", "downloads nothing")
