@@ -66,8 +66,9 @@ def test_the_demo_model_gives_the_same_results_run_after_run(
 ) -> None:
     rewards = []
     for name in ("a", "b"):
-        ran = proctor("eval", "alphabet-sort", "-n", "6", "-r", "2", "--no-push", "--run.dir",
-                      name, "--client.base-url", demo_model, home=tmp_path)  # fmt: skip
+        ran = cli_in_process("eval", "alphabet-sort", "-n", "6", "-r", "2", "--no-push",
+                             "--run.dir", name, "--client.base-url", demo_model,
+                             home=tmp_path)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         traces = (tmp_path / "outputs" / name / "traces.jsonl").read_text().splitlines()
         records = [json.loads(line) for line in traces if line]
