@@ -83,7 +83,12 @@ class Tree:
 
     def pytest(self, *paths: str) -> None:
         """Run pytest on `paths` in this tree, importing its `src/`; fail with its output."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
+        # The suite's own knobs (PROCTOR_TEST_*: PostgreSQL, tools) pass; proctor's settings not.
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("PROCTOR_") or k.startswith("PROCTOR_TEST_")
+        }
         env["PYTHONPATH"] = os.pathsep.join([str(self.root / "src"), str(self.root)])
         env["HOME"] = str(self.root / "home")
         result = subprocess.run(
