@@ -331,6 +331,7 @@ def test_names_of_others_and_of_the_platform_are_refused(api: Api) -> None:
     )
 
 
+@pytest.mark.process  # the app's launcher starts the created runs' sandboxes
 def test_a_hosted_run_of_a_pushed_environment_records_its_exact_package(api: Api) -> None:
     alice = api.key("alice")
     push(api, alice)
