@@ -257,6 +257,7 @@ class _Run:
                     workers=workers,
                     concurrency=config.max_concurrent,
                     stdlib_loop=_spawns_processes(self.env),
+                    env=self.env,
                 )
                 await pool.start()
             if config.client.preflight and self.jobs:

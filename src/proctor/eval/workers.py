@@ -26,6 +26,14 @@ it appends a batch's lines to the trace file in one write, as bytes (never decod
 unless it pushes to the platform, whose uploader needs the records), and counts the small
 JSON summaries (ids, rewards, tokens, error) for the progress view and the summary.
 
+A worker of an environment that spawns processes (which runs on asyncio's loop, see
+`event_loop`) is forked from the parent, which has loaded the environment already: it skips
+a new interpreter's start, the environment's imports and its load (a verifiers environment's
+imports alone are ~4.6 CPU-s per process; bench/results/test_suite.md). The fork keeps only
+the two pipes and stderr open, forgets the parent's loop and signal handlers, and runs the
+same worker loop as a started one; a parent with a thread that is not a daemon, or
+without `pidfd_open`, starts workers as new interpreters instead.
+
 A worker that dies (OOM, SIGKILL) loses only its episodes in flight: the parent runs them
 again on a fresh worker, so every episode is recorded exactly once. A parent that dies
 takes its workers with it (end of stdin, and a parent-death signal on Linux); the trace
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -44,6 +53,7 @@ import pickle
 import signal
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,7 +64,7 @@ from proctor.eval import event_loop
 from proctor.eval.scheduler import Job, JobFeed, run_jobs
 
 if TYPE_CHECKING:
-    from proctor.envs import Episode
+    from proctor.envs import Environment, Episode
     from proctor.eval.config import EvalConfig
 
 logger = logging.getLogger(__name__)
@@ -116,7 +126,7 @@ def effective_workers(
 class _Worker:
     number: int
     concurrency: int
-    proc: asyncio.subprocess.Process
+    proc: asyncio.subprocess.Process | _ForkedProcess
     in_flight: dict[tuple[int, int], Job] = field(default_factory=dict)
     closing: bool = False
 
@@ -128,13 +138,23 @@ class WorkerPool:
         config: The run's resolved config (each worker loads the environment from it).
         workers: Number of worker processes (at least 2; 1 runs in-process instead).
         concurrency: Episodes in flight across all workers (`-c`), split between them.
+        stdlib_loop: The environment spawns processes: workers run on asyncio's loop.
+        env: The environment this process loaded from `config`; with `stdlib_loop`, workers
+            are forked from this process with it instead of loading it again.
     """
 
     def __init__(
-        self, config: EvalConfig, *, workers: int, concurrency: int, stdlib_loop: bool = False
+        self,
+        config: EvalConfig,
+        *,
+        workers: int,
+        concurrency: int,
+        stdlib_loop: bool = False,
+        env: Environment | None = None,
     ) -> None:
         self.config = config
         self._stdlib_loop = stdlib_loop
+        self._env = env if stdlib_loop and _can_fork() else None
         base, extra = divmod(concurrency, workers)
         self._shares = [base + (1 if i < extra else 0) for i in range(workers)]
         self._slots: list[_Worker | None] = [None] * workers
@@ -152,13 +172,17 @@ class WorkerPool:
             self._slots[i] = await self._spawn(i)
 
     async def _spawn(self, number: int) -> _Worker:
-        proc = await asyncio.create_subprocess_exec(
-            *WORKER_COMMAND,
-            *([STDLIB_LOOP] if self._stdlib_loop else []),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=MAX_LINE,
-        )
+        proc: asyncio.subprocess.Process | _ForkedProcess
+        if self._env is not None and _only_daemon_threads():
+            proc = await _ForkedProcess.fork(self._env)
+        else:
+            proc = await asyncio.create_subprocess_exec(
+                *WORKER_COMMAND,
+                *([STDLIB_LOOP] if self._stdlib_loop else []),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=MAX_LINE,
+            )
         worker = _Worker(number, self._shares[number], proc)
         header = {
             "config": self.config.model_dump(mode="json"),
@@ -170,7 +194,11 @@ class WorkerPool:
         if self._run_line is not None:
             proc.stdin.write(self._run_line)
         logger.debug(
-            "worker %d started (pid %d, %d in flight)", number, proc.pid, worker.concurrency
+            "worker %d %s (pid %d, %d in flight)",
+            number,
+            "forked" if isinstance(proc, _ForkedProcess) else "started",
+            proc.pid,
+            worker.concurrency,
         )
         return worker
 
@@ -321,6 +349,123 @@ class WorkerPool:
                 await worker.proc.wait()
 
 
+def _can_fork() -> bool:
+    """Whether workers may be forked here: `os.fork`, and `pidfd_open` to await their exit
+    on the loop without a thread (a thread would make the next fork unsafe)."""
+    if not hasattr(os, "fork") or not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # pragma: no cover - a kernel older than Linux 5.3
+        return False
+    return True
+
+
+def _only_daemon_threads() -> bool:
+    """Whether every other thread of this process is a daemon (e.g. tqdm's monitor, which a
+    dataset's progress bar starts and which only sleeps): a forked child runs none of them,
+    and a worker of ours never waits on what they hold."""
+    main = threading.main_thread()
+    return all(t is main or t.daemon for t in threading.enumerate())
+
+
+class _ForkedProcess:
+    """A worker forked from this process, with the part of `asyncio.subprocess.Process`
+    the pool uses (`stdin`, `stdout`, `wait`, `returncode`, `terminate`, `kill`)."""
+
+    def __init__(self, pid: int, stdin: asyncio.WriteTransport, stdout: asyncio.StreamReader):
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[int] = self._loop.create_future()
+        self._pidfd = os.pidfd_open(pid)
+        self._loop.add_reader(self._pidfd, self._reap)
+
+    @classmethod
+    async def fork(cls, env: Environment) -> _ForkedProcess:
+        """Fork a worker that runs `env` (already loaded here), fed through two pipes."""
+        jobs_in, jobs_out = os.pipe()
+        results_in, results_out = os.pipe()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of any other thread (`_only_daemon_threads` checked them).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; it never returns into our stack
+            code = 1
+            try:
+                os.dup2(jobs_in, 0)
+                os.dup2(results_out, 1)
+                code = _forked_main(env)
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stderr.flush()
+                os._exit(code)
+        os.close(jobs_in)
+        os.close(results_out)
+        loop = asyncio.get_running_loop()
+        stdout = asyncio.StreamReader(limit=MAX_LINE)
+        try:
+            stdin, _ = await loop.connect_write_pipe(
+                asyncio.Protocol, os.fdopen(jobs_out, "wb", buffering=0)
+            )
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdout),
+                os.fdopen(results_in, "rb", buffering=0),
+            )
+            return cls(pid, stdin, stdout)
+        except BaseException:  # pragma: no cover - the loop refused a pipe
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+
+    def _reap(self) -> None:
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._exited.set_result(self.returncode)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+
+def _forked_main(env: Environment) -> int:  # pragma: no cover - runs in the forked child
+    """The forked worker, on fds 0 and 1 as a started one: it becomes what `main` makes of a
+    new interpreter, with `env` loaded. The parent's objects stay as they are (frozen, never
+    collected: their finalizers would close file descriptors this process reuses)."""
+    gc.freeze()
+    asyncio.events._set_running_loop(None)
+    for sig in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    try:
+        top = max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        top = os.sysconf("SC_OPEN_MAX")
+    os.closerange(3, top)
+    logging.getLogger().handlers.clear()
+    return _main(env)
+
+
 # --- the worker's side ---------------------------------------------------------------------
 
 
@@ -361,7 +506,7 @@ def _fatal_text(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-async def _worker(proto_in: int, proto_out: int) -> int:
+async def _worker(proto_in: int, proto_out: int, loaded: Environment | None = None) -> int:
     from proctor.envs import load_environment
     from proctor.eval.config import EvalConfig
     from proctor.eval.judge import open_judge
@@ -406,7 +551,7 @@ async def _worker(proto_in: int, proto_out: int) -> int:
     config = EvalConfig.model_validate(header["config"])
     root.setLevel(logging.DEBUG if config.verbose else logging.INFO)
     try:
-        env = load_environment(config.env, **config.env_args)
+        env = loaded or load_environment(config.env, **config.env_args)
     except Exception as e:
         return fail(e)
     run_line = await reader.readline()
@@ -415,9 +560,10 @@ async def _worker(proto_in: int, proto_out: int) -> int:
     run_info = json.loads(run_line)["run"]
     concurrency = int(header["concurrency"])
     logger.debug(
-        "worker %d (pid %d) running up to %d episodes at once",
+        "worker %d (pid %d%s) running up to %d episodes at once",
         header["number"],
         os.getpid(),
+        ", forked" if loaded is not None else "",
         concurrency,
     )
     try:
@@ -488,12 +634,17 @@ async def _worker(proto_in: int, proto_out: int) -> int:
 
 def main() -> None:
     """Entry point of a worker process (`WORKER_COMMAND`); exits with the worker's status."""
+    raise SystemExit(_main(None))
+
+
+def _main(loaded: Environment | None) -> int:
+    """A worker on fds 0 and 1: `loaded` when forked with it, else loaded from the config."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     # The protocol keeps private copies of stdin/stdout; fd 1 becomes stderr, so an
     # environment that prints cannot corrupt the stream of episodes.
     proto_in, proto_out = os.dup(0), os.dup(1)
     os.dup2(2, 1)
-    # STDLIB_LOOP: the environment spawns processes (see `event_loop`).
-    stdlib = STDLIB_LOOP in sys.argv[1:]
-    raise SystemExit(event_loop.run(_worker(proto_in, proto_out), stdlib=stdlib))
+    # STDLIB_LOOP: the environment spawns processes (see `event_loop`); a forked worker's does.
+    stdlib = loaded is not None or STDLIB_LOOP in sys.argv[1:]
+    return event_loop.run(_worker(proto_in, proto_out, loaded), stdlib=stdlib)
