@@ -1,14 +1,22 @@
 """Real verifiers environments (vendored from the verifiers repository) under `proctor eval`:
 each on two workers, pushed to a real platform, with the same rewards and metrics as
 `vf-eval` against the deterministic demo model (glossary's run is the docs' worked example);
-and a run resumed after Ctrl-C without running an episode twice."""
+and a run resumed after Ctrl-C without running an episode twice.
+
+`vf-eval` runs as its console script does (`verifiers.v1.cli.eval.main:main` with its argv, in
+its own session, working directory and log), each run in a fork of one process per test worker
+that imported verifiers once: the import is most of a `vf-eval` run's CPU (~4.6 CPU-s)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import select
 import shlex
 import signal
+import subprocess
 import sys
 import time
 import tomllib
@@ -96,6 +104,117 @@ def _scores(name: str, samples: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted(rows)
 
 
+_VF_EVAL_FORKS = r"""
+import json, os, sys, traceback
+from verifiers.v1.cli.eval.main import main
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            os.chdir(job["cwd"])
+            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            sys.argv = job["argv"]
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, int | None):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    print("pid", pid, flush=True)
+    print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+"""Runs `vf-eval` once per line `{"argv", "cwd", "log"}` on stdin, each in a fork of this
+process (verifiers imported once); answers `pid P` at once and `exit C` when it ends."""
+
+
+class VfEval:
+    """`vf-eval` runs, one at a time, each forked from one process that imported verifiers."""
+
+    def __init__(self, log: Path) -> None:
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _VF_EVAL_FORKS],
+                env=_environ(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=out,
+                bufsize=0,  # unbuffered: a line read is never followed by one read ahead
+                start_new_session=True,
+            )
+        self.running: int | None = None
+
+    def _answer(self, timeout: float) -> list[str]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"vf-eval did not answer within {timeout:.0f} s"
+        line = self.proc.stdout.readline().decode()
+        assert line, f"the vf-eval forks ended (exit code {self.proc.poll()})"
+        return line.split()
+
+    def start(self, args: list[str], cwd: Path, log: str) -> None:
+        """Start `vf-eval ARGS` in `cwd`, its output in `cwd/log` (a run left running by a
+        failed test is killed first)."""
+        if self.running is not None:
+            self._end(timeout=0)
+        assert self.proc.stdin is not None
+        job = {"argv": [VF_EVAL, *args], "cwd": str(cwd), "log": str(cwd / log)}
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        self.proc.stdin.flush()
+        kind, pid = self._answer(60)
+        assert kind == "pid", kind
+        self.running = int(pid)
+
+    def finish(self) -> int:
+        """The running `vf-eval`'s exit code, within `DEADLINE_S`."""
+        code = self._end(DEADLINE_S)
+        assert code is not None, f"vf-eval ran past {DEADLINE_S:.0f} s"
+        return code
+
+    def _end(self, timeout: float) -> int | None:
+        """The running `vf-eval`'s exit code; None if it was killed (with its process
+        group) at the deadline."""
+        assert self.running is not None and self.proc.stdout is not None
+        pid, self.running = self.running, None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        kind, code = self._answer(60)
+        assert kind == "exit", kind
+        return int(code) if ready else None
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        if self.running is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.running, signal.SIGKILL)
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def vf_eval(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VfEval]:
+    forks = VfEval(tmp_path_factory.mktemp("vf-eval") / "forks.log")
+    yield forks
+    forks.close()
+
+
 @pytest.fixture(scope="module")
 def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     platform = start_platform(tmp_path_factory.mktemp("platform"))
@@ -143,7 +262,7 @@ def _docs_example() -> list[str]:
     ],
 )
 def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
-    name: str, plat: Platform, demo_model: str, tmp_path: Path
+    name: str, plat: Platform, vf_eval: VfEval, demo_model: str, tmp_path: Path
 ) -> None:
     """glossary runs the docs' worked example as written (five examples on two workers);
     the others three examples of two rollouts each."""
@@ -163,7 +282,7 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     examples, rollouts = (5, 1) if name == "glossary" else (3, 2)
     # Both at once: each spends most of its time preparing its harness program.
     vf_flags = ["-n", str(examples), "-r", str(rollouts), "--no-push", "--no-rich", "-o", "out"]
-    vf = _start([VF_EVAL, "@", "eval.toml", *vf_flags, "--run.name", "r"], theirs, "vf-eval.log")
+    vf_eval.start(["@", "eval.toml", *vf_flags, "--run.name", "r"], theirs, "vf-eval.log")
     # At temperature 0 the demo model's answer is a function of the request alone.
     pushed = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
     if name == "glossary":
@@ -174,9 +293,13 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
         proctor = _start(cmd, ours, "proctor.log", **pushed)
     else:
         flags = ["-n", "3", "-r", "2", "-w", "2", "-c", "4", "--sampling.temperature", "0"]
-        proctor = _proctor_eval(name, ours, demo_model, *flags, "--run.name", "r", **pushed)
+        proctor = _proctor_eval(name, ours, demo_model, *flags, "--run.name", "r", "-v", **pushed)
     assert _finish(proctor) == 0, proctor.output()
-    assert _finish(vf) == 0, vf.output()[-3000:]
+    assert vf_eval.finish() == 0, (theirs / "vf-eval.log").read_text()[-3000:]
+    if name != "glossary":  # the workers are forks of the run, which loaded the environment
+        log = (ours / "out" / "r" / "logs" / "eval.log").read_text()
+        assert all(f"worker {n} (pid {pid}, forked)" in log for n, pid in _workers(log)), log
+        assert len(_workers(log)) == 2, log
     records = _assert_on_platform(plat, ours / "out" / "r")
     examples = min(examples, FEW_TASKS.get(name, examples))
     pairs = [(e, r) for e in range(examples) for r in range(1, rollouts + 1)]
@@ -185,6 +308,11 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     theirs_samples = [project_episode(r, 1)[0] for r in _records(theirs / "out" / "r")]
     assert len(ours_samples) == len(theirs_samples) == rollouts * examples
     assert _scores(name, ours_samples) == _scores(name, theirs_samples)
+
+
+def _workers(log: str) -> list[tuple[str, str]]:
+    """(number, pid) of each worker a run's log names."""
+    return re.findall(r"worker (\d+) \(pid (\d+)", log)
 
 
 def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
