@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 from tests.support.platform import Platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, tls, wait_http
 
 CLIENT_VARS = ("PROCTOR_API_URL", "PROCTOR_API_KEY", "PROCTOR_TEAM_ID", "PROCTOR_RUNS_MODE")
 """The client's settings from the environment, dropped so each process gets only its own."""
@@ -307,6 +307,7 @@ class FaultProxy:
                         headers=headers,
                         content=body,
                         timeout=60,
+                        verify=tls(),
                     )
                 except httpx.TransportError:
                     self._reset()  # the platform is down: the client sees a dead connection

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 from tests.support.platform import BOOTSTRAP_KEY
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, tls, wait_http
 
 LAUNCHER_ENV = {
     "PROCTOR_BOOTSTRAP_KEY": BOOTSTRAP_KEY,
@@ -59,6 +59,7 @@ class Server:
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {BOOTSTRAP_KEY}"},
             timeout=30.0,
+            verify=tls(),
         )
 
     def holds(self, launcher_id: object) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
+from tests.support.procs import PROCTOR, ManagedProcess, free_port, tls, wait_http
 
 BOOTSTRAP_KEY = "pk-test-bootstrap-0123456789abcdef"
 
@@ -28,6 +28,7 @@ class Platform:
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {key or self.api_key}"},
             timeout=30.0,
+            verify=tls(),
         )
 
     def restart(self) -> None:

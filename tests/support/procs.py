@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import httpx
@@ -17,6 +19,15 @@ import psutil
 from tests.support.waiting import wait_until
 
 PROCTOR = [sys.executable, "-m", "proctor.cli.main"]
+
+
+@cache
+def tls() -> ssl.SSLContext:
+    """The one TLS context of this process's test HTTP clients (pass it as `verify=`).
+
+    httpx builds a fresh context for each client it makes, loading the CA bundle again
+    (~25 ms of CPU), and a test polling a loopback server makes hundreds of clients."""
+    return ssl.create_default_context()
 
 
 def free_port() -> int:
@@ -35,7 +46,7 @@ def wait_http(
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
         try:
-            return httpx.get(url, timeout=1.0).status_code < 500
+            return httpx.get(url, timeout=1.0, verify=tls()).status_code < 500
         except httpx.HTTPError:
             return False
 
