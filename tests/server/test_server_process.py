@@ -1,4 +1,5 @@
-"""`proctor server`, `proctor keys` and `proctor teams` as real processes over loopback HTTP."""
+"""`proctor server` as a real process over loopback HTTP, and what `proctor keys`, `proctor
+teams` and a misconfigured command print and store (run in this process: `cli_in_process`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 from tests.support.waiting import wait_until
@@ -26,6 +28,12 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def here(*args: str, home: Path, env: dict[str, str] | None = None) -> Finished:
+    """`proctor ARGS` in this process, with this process's `PROCTOR_*` variables and `env`."""
+    own = {k: v for k, v in os.environ.items() if k.startswith("PROCTOR_")}
+    return cli_in_process(*args, home=home, env={**own, **(env or {})})
 
 
 def assert_graceful_stop(proc: ManagedProcess) -> None:
@@ -86,27 +94,36 @@ def test_processing_left_by_a_crash_completes_on_restart(platform: Platform) -> 
         assert client.get(f"/evaluations/{evaluation_id}").json()["status"] == "COMPLETED"
 
 
-def test_keys_and_teams_commands_act_on_the_servers_database(platform: Platform) -> None:
+def test_keys_and_teams_commands_act_on_the_servers_database(
+    platform: Platform, tmp_path: Path
+) -> None:
     data_dir = str(platform.data_dir)
-    assert cli("teams", "create", "red", "--data-dir", data_dir).returncode == 0
-    created = cli("keys", "create", "--name", "alice", "--team", "red", "--data-dir", data_dir)
+    assert here("teams", "create", "red", "--data-dir", data_dir, home=tmp_path).returncode == 0
+    created = here(
+        "keys", "create", "--name", "alice", "--team", "red", "--data-dir", data_dir, home=tmp_path
+    )
     assert created.returncode == 0, created.stderr
     secret = created.stdout.splitlines()[0]
     assert secret.startswith("pk_")
-    assert cli("teams", "add-member", "red", "bob", "--data-dir", data_dir).returncode == 0
-    members = cli("teams", "members", "red", "--data-dir", data_dir).stdout
+    assert (
+        here("teams", "add-member", "red", "bob", "--data-dir", data_dir, home=tmp_path).returncode
+        == 0
+    )
+    members = here("teams", "members", "red", "--data-dir", data_dir, home=tmp_path).stdout
     assert "alice" in members and "bob" in members
 
     with platform.client(secret) as alice:
         made = alice.post("/evaluations/", json={"name": "team-run", "team_id": "red"})
         assert made.status_code == 201
-    listed = cli("keys", "list", "--data-dir", data_dir)
+    listed = here("keys", "list", "--data-dir", data_dir, home=tmp_path)
     assert secret not in listed.stdout and "alice" in listed.stdout
-    revoked = cli("keys", "revoke", secret[:12], "--data-dir", data_dir)
+    revoked = here("keys", "revoke", secret[:12], "--data-dir", data_dir, home=tmp_path)
     assert revoked.returncode == 0, revoked.stderr
     with platform.client(secret) as alice:
         assert alice.get("/evaluations/").status_code == 401
-    bad = cli("keys", "create", "--name", "x", "--team", "nope", "--data-dir", data_dir)
+    bad = here(
+        "keys", "create", "--name", "x", "--team", "nope", "--data-dir", data_dir, home=tmp_path
+    )
     assert bad.returncode != 0 and "proctor teams create" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -135,9 +152,10 @@ def test_server_without_keys_says_how_to_create_the_first(tmp_path: Path) -> Non
 
 def test_an_unreachable_database_is_one_line_naming_the_fix(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
-    result = cli(
+    result = here(
         "server",
         "migrate",
+        home=tmp_path,
         env={"PROCTOR_DATABASE_URL": f"postgresql://nobody:secret@127.0.0.1:{port}/x"},
     )
     assert result.returncode == 2
@@ -159,7 +177,7 @@ def test_an_unreachable_database_is_one_line_naming_the_fix(tmp_path: Path) -> N
 def test_an_invalid_setting_is_one_line_naming_its_variable(
     command: list[str], variable: str, tmp_path: Path
 ) -> None:
-    result = cli(*command, "--data-dir", str(tmp_path), env={variable: "abc"})
+    result = here(*command, "--data-dir", str(tmp_path), home=tmp_path, env={variable: "abc"})
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and variable in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
@@ -173,7 +191,9 @@ def test_reading_a_data_dir_without_a_database_names_it_and_creates_nothing(
     command: list[str], tmp_path: Path
 ) -> None:
     missing = tmp_path / "typo"
-    result = cli(*command, "--data-dir", str(missing), env={"PROCTOR_DATABASE_URL": ""})
+    result = here(
+        *command, "--data-dir", str(missing), home=tmp_path, env={"PROCTOR_DATABASE_URL": ""}
+    )
     assert result.returncode == 2, result.stderr
     assert str(missing) in result.stderr and "--data-dir" in result.stderr
     assert not missing.exists()
