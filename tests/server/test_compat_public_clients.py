@@ -5,7 +5,7 @@ Each client runs in its own subprocess, configured only the way a user would con
 `PRIME_API_KEY` holds a key, and `HOME` is a temp dir so no `~/.prime/config.json` leaks in.
 The script prints one JSON line; the test then checks what the server stored, through its
 HTTP API and directly in its database. Runs on SQLite and, with
-`PROCTOR_TEST_POSTGRES_URL`, on PostgreSQL (the `db_url` fixture of this package).
+`PROCTOR_TEST_POSTGRES_URL`, on PostgreSQL: one server per backend for the module (`server`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from sqlalchemy import create_engine, text
 from proctor.server.auth import service as auth
 from proctor.server.db.session import Database
 from proctor.server.settings import Settings
-from tests.support.platform import Platform, start_platform
+from tests.support.databases import BACKENDS, platform_on
+from tests.support.platform import Platform
 
 pytestmark = pytest.mark.e2e
 
@@ -51,14 +52,22 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-@pytest.fixture
-def server(db_url: str, tmp_path: Path) -> Iterator[Platform]:
-    """A `proctor server` process on the parametrised database."""
-    data_dir = tmp_path / "platform"
-    data_dir.mkdir()
-    platform = start_platform(data_dir, database_url=db_url)
-    yield platform
-    platform.process.stop()
+@pytest.fixture(scope="module", params=BACKENDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Platform]:
+    """A `proctor server` process on each database backend, shared by this module's tests:
+    each works in evaluations of its own and counts what it adds (`_total`)."""
+    with platform_on(request.param, tmp_path_factory.mktemp(f"compat-{request.param}")) as p:
+        yield p
+
+
+def _total(platform: Platform, **params: str) -> int:
+    """How many evaluations the server lists (with `params` as the listing's filters)."""
+    with platform.client() as client:
+        listed = client.get("/evaluations/", params=params)
+        assert listed.status_code == 200, listed.text
+        return int(listed.json()["total"])
 
 
 def _settings(platform: Platform) -> Settings:
@@ -221,6 +230,7 @@ def _pe_samples(count: int) -> list[dict[str, Any]]:
 def test_prime_evals_create_push_finalize_read(server: Platform, tmp_path: Path) -> None:
     samples = _pe_samples(150)
     metrics = {"avg_reward": 0.5, "avg_metrics": {"alphabet_sort": 0.5}, "avg_error": 0.0}
+    before = _total(server, environment_name="alphabet-sort")
     out = _run_client(
         server,
         tmp_path,
@@ -254,7 +264,7 @@ def test_prime_evals_create_push_finalize_read(server: Platform, tmp_path: Path)
     assert got == {s["sample_id"]: s for s in samples}
 
     listed = out["listed"]
-    assert listed["total"] == 1
+    assert listed["total"] == before + 1
     assert listed["evaluations"][0]["evaluation_id"] == eid
     assert listed["evaluations"][0]["metadata"]["rollouts_per_example"] == 2
 
@@ -528,6 +538,7 @@ def test_prime_runs_init_log_finish_lands_samples(
 ) -> None:
     specs = _episodes("created")
     config = {**METADATA, "sampling": {"temperature": 0.7}}
+    before = _total(server)
     out = _run_client(
         server,
         tmp_path,
@@ -574,7 +585,7 @@ def test_prime_runs_init_log_finish_lands_samples(
         assert record["metrics"]["avg_error"] == pytest.approx(1 / 6)
         _assert_metadata_verbatim(response, config)
         _check_runs_samples(client, eid, specs)
-        assert client.get("/evaluations/").json()["total"] == 1
+        assert client.get("/evaluations/").json()["total"] == before + 1
         stored = client.get("/traces", params={"run_id": eid}).json()["items"]
         assert len(stored) == (6 if traces else 0)
     assert _stored_rows(server, eid) == (6, 6)
@@ -664,6 +675,7 @@ def test_prime_runs_attach_to_api_created_evaluation(
         assert created.status_code in (200, 201), created.text
         eid = created.json()["evaluation_id"]
         owner_id = client.get(f"/evaluations/{eid}").json()["user_id"]
+    before = _total(server)
     key = _scoped_key(server, eid, owner_id) if scoped else None
     specs = _episodes("attached")
     out = _run_client(
@@ -684,7 +696,7 @@ def test_prime_runs_attach_to_api_created_evaluation(
         # Attached runs leave the launcher's metadata alone, and open no second evaluation.
         _assert_metadata_verbatim(response, launcher_metadata)
         _check_runs_samples(client, eid, specs)
-        assert client.get("/evaluations/").json()["total"] == 1
+        assert client.get("/evaluations/").json()["total"] == before
     assert _stored_rows(server, eid) == (6, 6)
 
 
