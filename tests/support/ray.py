@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ from tests.support.waiting import wait_until
 RAY = str(Path(sys.executable).with_name("ray"))
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
 """Each node's object store: tests move no objects, and Ray's default is 30% of memory."""
+QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # No metrics: the raylets', GCS's and workers' own exporters, and each node agent's
+    # sampling of every process's stats (every 5 s by default) for the dashboard's charts.
+    "RAY_enable_metrics_collection": "0",
+    "REPORTER_UPDATE_INTERVAL_MS": "600000",
+    "RAY_event_stats": "0",
+}
+"""Ray settings that cut what its daemons do while idle, none of which the tests use."""
 
 
 @dataclass
@@ -143,23 +153,33 @@ def _node_args(node: RayNode, cpus: int) -> list[str]:
         "--min-worker-port=0",  # workers bind ports the kernel picks: no range to share
         "--max-worker-port=0",
         "--disable-usage-stats",
+        # Nothing reads workers' logs through a driver (jobs' logs are files the job API
+        # serves): no log monitor tailing every log file of the node.
+        "--include-log-monitor=false",
     ]
 
 
 def start_cluster(
-    *, workers: int = 0, head_cpus: int = 2, worker_cpus: int = 1, cwd: Path | None = None
+    *,
+    workers: int = 0,
+    head_cpus: int = 2,
+    worker_cpus: int = 1,
+    cwd: Path | None = None,
+    jobs: bool = True,
 ) -> RayCluster:
     """Start a head node and `workers` worker nodes on 127.0.0.1 and wait until every node
-    is alive and the job API takes jobs.
+    is alive and (with `jobs`) the job API takes jobs and runs them.
 
     `cwd` is where the nodes run (what a job without a `working_dir` starts in); default a
     folder of the cluster's own, so nothing a job writes lands in the test's checkout.
+    A node starts as many idle Python workers as it has CPUs; a job's entrypoint (and its
+    supervisor) takes none unless it asks for them.
     """
     root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     workdir = cwd or root / "cwd"
     workdir.mkdir(parents=True, exist_ok=True)
     cluster = RayCluster(root, gcs_port=free_port(), dashboard_port=free_port(), cwd=workdir)
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, **QUIET_ENV}
     env.pop("RAY_ADDRESS", None)
     try:
         for attempt in ("", "b"):
@@ -170,20 +190,28 @@ def start_cluster(
             head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
             if _start_node(cluster, head, head_args, workdir, env, alive=1, retry=not attempt):
                 break
-        for i in range(1, workers + 1):
+
+        def start_worker(i: int) -> None:
             for attempt in ("", "b"):
                 node = RayNode(f"worker{i}{attempt}", root / f"worker{i}{attempt}", free_port())
                 cluster.nodes.append(node)
                 args = [f"--address={cluster.gcs_address}", *_node_args(node, worker_cpus)]
-                if _start_node(cluster, node, args, workdir, env, alive=i + 1, retry=not attempt):
+                every = workers + 1  # (they start side by side: all of them joined)
+                if _start_node(cluster, node, args, workdir, env, alive=every, retry=not attempt):
                     break
+
+        # Side by side: each `ray start` is mostly Python starting up, and they share nothing.
+        with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+            for started in [pool.submit(start_worker, i) for i in range(1, workers + 1)]:
+                started.result()
         wait_until(
             lambda: cluster.alive_nodes() == workers + 1,
             timeout=120,
             interval=0.5,
             what=f"{workers + 1} Ray nodes alive",
         )
-        _wait_for_jobs(cluster)
+        if jobs:
+            _wait_for_jobs(cluster)
     except BaseException:
         cluster.stop()
         raise
@@ -246,6 +274,7 @@ def _head_args(cluster: RayCluster) -> list[str]:
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={cluster.dashboard_port}",
         "--include-dashboard=true",
+        "--no-monitor",  # no autoscaler: the nodes are fixed
         f"--ray-client-server-port={free_port()}",
     ]
 
