@@ -34,8 +34,9 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayCluster]:
-    """A Ray head node of this module's own, bound to loopback."""
-    with ray_cluster(head_cpus=2) as started:
+    """A Ray head node of this module's own, bound to loopback. One CPU: no job here
+    reserves any (`entrypoint_cpus` is unset), and each CPU is an idle Python worker."""
+    with ray_cluster(head_cpus=1) as started:
         yield started
 
 
@@ -72,7 +73,14 @@ def _wait_exit(backend, handle: SandboxHandle, timeout: float = 120) -> SandboxS
 
 
 class CommandLineWatch:
-    """Reads every process's command line (/proc/*/cmdline) over and over, for `secret`."""
+    """Reads every process's command line (/proc/*/cmdline) over and over, for `secret`.
+
+    A scan takes a few ms of CPU; between scans the watch waits `PAUSE` seconds, so it sees
+    every process that lives longer than a scan and a pause (the ones that could leak a
+    secret, Ray's workers, supervisors and jobs' commands, live for seconds) without
+    spending a core on scans for the whole test."""
+
+    PAUSE = 0.02
 
     def __init__(self, secret: str) -> None:
         self.secret = secret.encode()
@@ -99,6 +107,7 @@ class CommandLineWatch:
                 if self.secret in text:
                     self.leaks.append(text.replace(b"\0", b" ")[:300].decode(errors="replace"))
             self.scans += 1
+            self._stop.wait(self.PAUSE)
 
 
 def test_job_gets_env_and_reports_output_and_exit_code(backend) -> None:  # type: ignore[no-untyped-def]
@@ -123,7 +132,8 @@ def test_stopping_another_cluster_leaves_this_one_running(cluster: RayCluster, b
     """Clusters stop by PID (`tests.support.ray`), so modules on xdist workers or the
     verifiers tier beside the main one never end each other's."""
     ours = {p.pid for p in cluster.daemons()}
-    with ray_cluster(head_cpus=1) as other:
+    # Its daemons are what a stop could mistake for ours: no CPU (no idle workers), no job.
+    with ray_cluster(head_cpus=0, jobs=False) as other:
         theirs = {p.pid for p in other.processes()}
         assert theirs and not theirs & {p.pid for p in cluster.processes()}
     assert all(gone(pid, timeout=30) for pid in theirs)
@@ -235,7 +245,9 @@ def ray_launcher(
     plat = start_platform(data_dir, extra_env=env)
     args = [*PROCTOR, "launcher", "--data-dir", str(data_dir), "--sandbox", "ray"]
     args += ["--ray-address", ray_address, "--api-url", plat.url]
-    launcher_env = {"PROCTOR_HOSTED_POLL_SECONDS": "0.2", **settings}
+    # Each tick asks Ray's job API about every running job: a slower tick spends less of
+    # the dashboard's CPU, and sees a job's end at most half a second later.
+    launcher_env = {"PROCTOR_HOSTED_POLL_SECONDS": "0.5", **settings}
     launcher = ManagedProcess(args, tmp_path / "launcher.log", env=launcher_env).start()
     try:
         yield plat, launcher
