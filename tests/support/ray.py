@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,20 +189,13 @@ def start_cluster(
             head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
             if _start_node(cluster, head, head_args, workdir, env, alive=1, retry=not attempt):
                 break
-
-        def start_worker(i: int) -> None:
+        for i in range(1, workers + 1):
             for attempt in ("", "b"):
                 node = RayNode(f"worker{i}{attempt}", root / f"worker{i}{attempt}", free_port())
                 cluster.nodes.append(node)
                 args = [f"--address={cluster.gcs_address}", *_node_args(node, worker_cpus)]
-                every = workers + 1  # (they start side by side: all of them joined)
-                if _start_node(cluster, node, args, workdir, env, alive=every, retry=not attempt):
+                if _start_node(cluster, node, args, workdir, env, alive=i + 1, retry=not attempt):
                     break
-
-        # Side by side: each `ray start` is mostly Python starting up, and they share nothing.
-        with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-            for started in [pool.submit(start_worker, i) for i in range(1, workers + 1)]:
-                started.result()
         wait_until(
             lambda: cluster.alive_nodes() == workers + 1,
             timeout=120,
