@@ -397,9 +397,13 @@ def test_resume_after_a_finalize_whose_answer_never_came_opens_no_second_evaluat
     assert evaluation_count(plat) == count  # no second evaluation
     assert_exactly_once(plat, eid, trace_ids(run_dir))
     assert record(plat, eid)["attempts"] == 1
-    # The run dir now tells the truth: a sync has nothing left to do.
-    synced = sync(plat, run_dir)
+    # The run dir now tells the truth: a sync has nothing left to do. (It is pointed at the
+    # platform: the proxy the run dir names is gone, and a sync against it only retries until
+    # its timeout and reports "not closed".)
+    synced = sync(plat, run_dir, "--api-url", plat.url)
     assert synced.returncode == 0, synced.stderr
+    assert "0 sample(s) sent" in synced.stdout and "0 still unsent" in synced.stdout
+    assert "nothing to close" in synced.stdout, synced.stdout
 
 
 def evaluation_count(plat: Platform) -> int:
