@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -21,8 +22,9 @@ from tests.runs.support import (
     get_evaluation,
     make_record,
 )
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform
-from tests.support.procs import PROCTOR, wait_http
+from tests.support.procs import wait_http
 
 
 def _killed_run(run_dir: Path, *, total: int, expected: int, attach: str | None = None) -> str:
@@ -68,13 +70,12 @@ def _killed_run(run_dir: Path, *, total: int, expected: int, attach: str | None 
     return eid
 
 
-def _sync(run_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*PROCTOR, "runs", "sync", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _sync(run_dir: Path, home: Path) -> Finished:
+    """`proctor runs sync RUN_DIR` in this process (what it sends and prints is the point),
+    with this process's PROCTOR_* settings (`online`'s platform) and HOME `home`."""
+    home.mkdir(parents=True, exist_ok=True)
+    own = {k: v for k, v in os.environ.items() if k.startswith("PROCTOR_")}
+    return cli_in_process("runs", "sync", str(run_dir), home=home, env=own)
 
 
 def _trace_ids(run_dir: Path) -> list[str]:
@@ -88,7 +89,7 @@ def test_sync_after_a_kill_sends_the_rest_once_and_finalizes_a_complete_run(
     run_dir = tmp_path / "run"
     eid = _killed_run(run_dir, total=10, expected=10)
     assert len(all_samples(online, eid)) == 3
-    result = _sync(run_dir)
+    result = _sync(run_dir, tmp_path / "home")
     assert result.returncode == 0, result.stderr
     assert "7 sample(s) sent (5 recovered from traces.jsonl), 0 still unsent" in result.stdout
     assert "finalized" in result.stdout
@@ -98,7 +99,7 @@ def test_sync_after_a_kill_sends_the_rest_once_and_finalizes_a_complete_run(
     assert record["status"] in ("PROCESSING", "COMPLETED")
     assert record["metrics"]["avg_reward"] == 1.0  # type: ignore[index]
     # Syncing again finds nothing to send and sends nothing twice.
-    again = _sync(run_dir)
+    again = _sync(run_dir, tmp_path / "home")
     assert again.returncode == 0 and "0 sample(s) sent" in again.stdout
     assert len(all_samples(online, eid)) == 10
 
@@ -106,7 +107,7 @@ def test_sync_after_a_kill_sends_the_rest_once_and_finalizes_a_complete_run(
 def test_sync_marks_an_incomplete_created_run_crashed(tmp_path: Path, online: Platform) -> None:
     run_dir = tmp_path / "run"
     eid = _killed_run(run_dir, total=8, expected=20)
-    result = _sync(run_dir)
+    result = _sync(run_dir, tmp_path / "home")
     assert result.returncode == 0, result.stderr
     assert "marked FAILED" in result.stdout
     record = get_evaluation(online, eid)
@@ -122,7 +123,7 @@ def test_sync_of_an_attached_run_only_uploads(tmp_path: Path, online: Platform) 
     eid = create_launcher_evaluation(online, launcher="sync-test")
     run_dir = tmp_path / "run"
     assert _killed_run(run_dir, total=7, expected=7, attach=eid) == eid
-    result = _sync(run_dir)
+    result = _sync(run_dir, tmp_path / "home")
     assert result.returncode == 0, result.stderr
     assert "status left to the launcher" in result.stdout
     record = get_evaluation(online, eid)
@@ -156,8 +157,10 @@ def test_a_finish_that_times_out_is_completed_by_sync(
     )
 
 
-def test_sync_explains_a_directory_without_a_spool(tmp_path: Path, online: Platform) -> None:
-    result = _sync(tmp_path)
+def test_sync_explains_a_directory_without_a_spool(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, online: Platform
+) -> None:
+    result = _sync(tmp_path, tmp_path_factory.mktemp("home"))
     assert result.returncode == 2
     assert result.stderr.strip().endswith("run it again with PROCTOR_API_KEY set to upload it")
     assert "Traceback" not in result.stderr
@@ -223,8 +226,8 @@ def test_ctrl_c_while_draining_leaves_the_finish_to_sync(
     assert len(all_samples(platform, run.id)) == 3
 
 
-def test_bad_usage_is_one_line() -> None:
-    result = subprocess.run([*PROCTOR, "runs", "sync"], capture_output=True, text=True, timeout=60)
+def test_bad_usage_is_one_line(tmp_path: Path) -> None:
+    result = cli_in_process("runs", "sync", home=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "proctor runs: the following arguments are required: RUN_DIR; "
