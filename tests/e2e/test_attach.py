@@ -1,17 +1,18 @@
-"""`proctor eval --run.attach`: real server, demo model and CLI, following DESIGN.md's table."""
+"""`proctor eval --run.attach`: real server and demo model, the CLI in this process
+(`cli_in_process`), following DESIGN.md's table."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.e2e.durability import env_without_client_vars
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, free_port
+from tests.support.procs import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -23,17 +24,16 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     platform.process.stop()
 
 
-def run_eval(
-    plat: Platform, demo_model: str, out: Path, *flags: str, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """`proctor eval alphabet-sort -n 1 -r 1 --no-serve --no-rich ...` against `plat`."""
+def run_eval(plat: Platform, demo_model: str, out: Path, *flags: str, **env: str) -> Finished:
+    """`proctor eval alphabet-sort -n 1 -r 1 --no-serve --no-rich ...` against `plat`, in this
+    process (what it prints, exits with and stores is the point), HOME `out/home`."""
     platform = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
-    environ = env_without_client_vars(HOME=str(out / "home"), **{**platform, **env})
+    own = {k: v for k, v in env_without_client_vars().items() if k.startswith("PROCTOR_")}
+    home = out / "home"
+    home.mkdir(parents=True, exist_ok=True)
     args = ["eval", "alphabet-sort", "-n", "1", "-r", "1", "--no-serve", "--no-rich"]
     args += ["--client.base-url", demo_model, "-o", str(out), "--run.name", "r", *flags]
-    return subprocess.run(
-        [*PROCTOR, *args], env=environ, capture_output=True, text=True, timeout=120
-    )
+    return cli_in_process(*args, home=home, env={**own, **platform, **env})
 
 
 def launcher_evaluation(plat: Platform) -> tuple[str, str]:
