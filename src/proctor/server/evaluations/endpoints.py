@@ -130,7 +130,7 @@ router.add_api_route(
 )
 
 
-@router.get("/compare", response_model=Comparison, responses=errors(400))
+@router.get("/compare", response_model=Comparison, responses=errors(400, 404))
 def compare_evaluations(
     principal: CurrentPrincipal,
     session: ReadSession,
@@ -143,7 +143,8 @@ def compare_evaluations(
 ) -> Comparison:
     """Statistics of 2 to 6 comparable evaluations at one pass mark, and candidate (2nd)
     against baseline (1st), paired; 400 `not_comparable` for evaluations of different
-    environments, versions or env_args, or with no example in common. With `show` or
+    environments, versions or env_args, or with no example in common; 404 for an id this
+    key cannot see. With `show` or
     `sort`, also a page of the examples (`examples`), filtered and sorted over all of them
     as the compare page lists them."""
     evaluations = [service.get_visible(session, principal, i) for i in stats.parse_ids(ids)]
