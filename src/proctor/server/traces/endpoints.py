@@ -36,6 +36,9 @@ from proctor.server.traces.schemas import (
 )
 from proctor.server.traces.upload import Parts, read_upload
 
+RunType = Literal["eval", "train", "unknown"]
+"""The run types prime-traces' `list_runs` may filter on; every stored run is an `eval`."""
+
 router = APIRouter(tags=["traces"])
 
 PAGE_LIMIT_MAX = 100
@@ -254,12 +257,13 @@ def list_runs(
     request: Request,
     principal: CurrentPrincipal,
     session: ReadSession,
-    run_type: Annotated[list[str] | None, Query(max_length=10)] = None,
+    run_type: Annotated[list[RunType] | None, Query(max_length=10)] = None,
     created_by: Annotated[list[str] | None, Query(max_length=100)] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> RunListPage:
-    """Runs (evaluations with traces) this key may read, most recently ingested first."""
+    """Runs (evaluations with traces) this key may read, most recently ingested first;
+    `run_type` keeps runs of those types (prime-traces' `eval`, `train`, `unknown`)."""
     _only_filters(request, "run_type", "created_by", "limit", "cursor")
     items, next_cursor = reads.list_runs(
         session,

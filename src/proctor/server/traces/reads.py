@@ -11,7 +11,7 @@ ever "not indexed yet" (`partial_index` is false, coverage lists no unindexed tr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -227,7 +227,7 @@ def list_runs(
     session: Session,
     principal: Principal,
     *,
-    run_types: list[str],
+    run_types: Sequence[str],
     created_by: list[str],
     cursor: int | None,
     limit: int,
