@@ -349,3 +349,33 @@ def test_a_run_resumes_after_ctrl_c_without_running_an_episode_twice(
     assert sorted(pairs) == [(i, 1) for i in range(6)]
     assert {r["id"] for r in kept} <= {r["id"] for r in records}
     assert "Traceback" not in second.output() + os.linesep.join(first.output().splitlines()[-5:])
+
+
+def test_a_killed_forked_worker_loses_nothing(demo_model: str, tmp_path: Path) -> None:
+    """A worker forked from the run (it did not load the environment itself) that dies
+    mid-run: its episode in flight runs again on a new worker, and each runs exactly once."""
+    slow_model, slow = start_demo_model(tmp_path, "--latency-ms", "1500")
+    flags = ["-n", "6", "-c", "2", "-w", "2", "-v", "--no-push", "--run.name", "r"]
+    try:
+        run = _proctor_eval("reverse-text", tmp_path, slow_model, *flags)
+        try:
+            _wait_for_lines(tmp_path / "out" / "r" / "traces.jsonl", 1, run)
+            log = (tmp_path / "out" / "r" / "logs" / "eval.log").read_text()
+            forked = re.findall(r"worker \d+ \(pid (\d+), forked\)", log)
+            assert len(forked) == 2, log
+            os.kill(int(forked[0]), signal.SIGKILL)
+            assert _finish(run) == 0, run.output()
+        finally:
+            run.stop()
+    finally:
+        slow.stop()
+    records = _records(tmp_path / "out" / "r")
+    assert sorted((r["example_id"], r["rollout_number"]) for r in records) == [
+        (i, 1) for i in range(6)
+    ]
+    assert len({r["id"] for r in records}) == 6
+    output = run.output()
+    assert "died (signal 9)" in output and "run again on a new worker" in output, output
+    assert "run r completed: 6/6 episodes" in output and "Traceback" not in output, output
+    log = (tmp_path / "out" / "r" / "logs" / "eval.log").read_text()
+    assert len(_workers(log)) == 3, log  # the two it started and the one that replaced the dead
