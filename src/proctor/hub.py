@@ -10,6 +10,7 @@ publishes one version; a built wheel's content hash is its SHA-256.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -125,8 +126,11 @@ def _build_wheel(project: Path, out_dir: Path, *, isolation: bool) -> Path:
     # Absolute: pip reads a bare word such as `proj` as a package name on the index.
     command.append(str(project.resolve()))
     before = _build_leftovers(project)
+    # The build imports an in-tree backend (or setup.py) from the project: without this, its
+    # bytecode cache (`__pycache__`) would be left in the user's folder.
+    environ = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=environ)
     finally:
         # A setuptools build writes `build/` and `*.egg-info` into the project: the push
         # must leave the user's folder as it found it.
