@@ -213,13 +213,12 @@ def test_a_verifiers_environment_runs_on_asyncios_loop_where_spawning_is_cheap()
     import asyncio
 
     from proctor.eval import event_loop
-    from proctor.eval.runner import _spawns_processes
 
     async def asyncios_own() -> bool:
         return isinstance(asyncio.get_running_loop(), asyncio.SelectorEventLoop)
 
     env = load_environment("glossary", **SUBPROCESS_RUNTIME)
-    assert _spawns_processes(env)
+    assert event_loop.spawns_processes(env)
     assert event_loop.run(asyncios_own(), stdlib=True)
 
 

@@ -22,6 +22,13 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+
+def spawns_processes(env: object) -> bool:
+    """Whether an environment starts processes per rollout (its `spawns_processes`, e.g. a
+    verifiers harness program each): it then runs on asyncio's loop (`run(stdlib=True)`)."""
+    return bool(getattr(env, "spawns_processes", False))
+
+
 _REAP_SECONDS = 2.0
 """How long a closing loop waits for the subprocesses it killed to be reaped."""
 

@@ -136,7 +136,7 @@ def run_eval(
             client=client,
             platform_run=platform,
         )
-        return event_loop.run(run.execute(), stdlib=_spawns_processes(env))
+        return event_loop.run(run.execute(), stdlib=event_loop.spawns_processes(env))
     finally:
         lock.release()
 
@@ -186,12 +186,6 @@ def _base_url_flag(config: EvalConfig) -> str:
         # A launcher ran us; for the hosted one, the user's flag is `hosted run`'s.
         return "--client.base-url (`proctor hosted run --api-base-url`)"
     return "--client.base-url"
-
-
-def _spawns_processes(env: Environment) -> bool:
-    """Whether the environment starts processes per rollout (`spawns_processes`, e.g. a
-    verifiers harness program each): it then runs on asyncio's loop (`event_loop`)."""
-    return bool(getattr(env, "spawns_processes", False))
 
 
 class _Run:
@@ -253,11 +247,7 @@ class _Run:
             if workers > 1:
                 # Started first: the workers load while this process checks and opens the run.
                 pool = WorkerPool(
-                    config,
-                    workers=workers,
-                    concurrency=config.max_concurrent,
-                    stdlib_loop=_spawns_processes(self.env),
-                    env=self.env,
+                    config, self.env, workers=workers, concurrency=config.max_concurrent
                 )
                 await pool.start()
             if config.client.preflight and self.jobs:

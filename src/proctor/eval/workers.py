@@ -136,25 +136,19 @@ class WorkerPool:
 
     Args:
         config: The run's resolved config (each worker loads the environment from it).
+        env: The environment this process loaded from `config`. One that spawns processes
+            runs on asyncio's loop in the workers too, which are forked from this process
+            with it instead of loading it again.
         workers: Number of worker processes (at least 2; 1 runs in-process instead).
         concurrency: Episodes in flight across all workers (`-c`), split between them.
-        stdlib_loop: The environment spawns processes: workers run on asyncio's loop.
-        env: The environment this process loaded from `config`; with `stdlib_loop`, workers
-            are forked from this process with it instead of loading it again.
     """
 
     def __init__(
-        self,
-        config: EvalConfig,
-        *,
-        workers: int,
-        concurrency: int,
-        stdlib_loop: bool = False,
-        env: Environment | None = None,
+        self, config: EvalConfig, env: Environment, *, workers: int, concurrency: int
     ) -> None:
         self.config = config
-        self._stdlib_loop = stdlib_loop
-        self._env = env if stdlib_loop and _can_fork() else None
+        self._stdlib_loop = event_loop.spawns_processes(env)
+        self._env = env if self._stdlib_loop and _can_fork() else None
         base, extra = divmod(concurrency, workers)
         self._shares = [base + (1 if i < extra else 0) for i in range(workers)]
         self._slots: list[_Worker | None] = [None] * workers
