@@ -1,6 +1,9 @@
 """Sharded hosted evaluations on a real three-node Ray cluster: a head node and two worker
 nodes (`tests.support.ray`, each a `ray start` on loopback, in the suite's own network
 namespace), and a real `proctor server` whose launcher submits each shard as a Ray job.
+The cluster is the session's shared one (tests/sandboxes/test_ray_sandbox.py runs its jobs
+on it too, on the same xdist worker, never at the same time): each test has its own
+evaluation, and kills only its own job's processes.
 
 Every node has one CPU and every job's entrypoint reserves one (`ray_entrypoint_cpus`), so
 the three shards of an evaluation run on three different nodes. A job's processes are
@@ -36,19 +39,25 @@ from tests.e2e.hosted_helpers import (
 )
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR, gone
-from tests.support.ray import RayCluster, job_processes, ray_cluster
+from tests.support.ray import SHARED_GROUP, RayCluster, job_processes, shared_cluster
 from tests.support.waiting import wait_until
 
 # (The first test's limit covers starting three nodes, minutes on a loaded two-core machine.)
-pytestmark = [pytest.mark.ray, pytest.mark.process, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.process,
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group(SHARED_GROUP),
+]
 
 SHARDS = 3
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[RayCluster]:
-    """A head node and two worker nodes, one CPU each."""
-    with ray_cluster(workers=2, head_cpus=1, worker_cpus=1) as started:
+def cluster(request: pytest.FixtureRequest) -> Iterator[RayCluster]:
+    """The session's shared cluster: a head node and two worker nodes, one CPU each."""
+    with shared_cluster(request) as started:
         yield started
 
 

@@ -1,8 +1,11 @@
-"""The Ray sandbox backend against a real local head node (one per module: Ray starts slowly).
+"""The Ray sandbox backend against a real local cluster (Ray starts slowly, and its daemons
+spend CPU while it lives).
 
-The node is this module's own (`tests.support.ray`): stopped by PID, it leaves other
-modules' clusters alone. Ray binds every interface; scripts/test runs the suite inside
-`unshare --net`, so the head node is only reachable on loopback.
+The cluster is the session's shared one (`tests.support.ray.shared_cluster`, which
+tests/e2e/test_ray_cluster.py uses too, on the same xdist worker, one module after the
+other): these jobs reserve no CPU, so they run on its head node. Stopped by PID, a cluster
+leaves other clusters alone. Ray binds every interface; scripts/test runs the suite inside
+`unshare --net`, so the nodes are only reachable on loopback.
 """
 
 from __future__ import annotations
@@ -27,22 +30,30 @@ from proctor.sandboxes.sandbox import SandboxHandle, SandboxSpec, SandboxState
 from tests.support import tools
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR, ManagedProcess, gone, read_pid
-from tests.support.ray import RayCluster, ray_cluster, wait_job_logs
+from tests.support.ray import (
+    SHARED_GROUP,
+    RayCluster,
+    ray_cluster,
+    shared_cluster,
+    wait_job_logs,
+)
 
-pytestmark = pytest.mark.ray
+# (Whichever test comes first starts the shared cluster's three nodes: minutes on a loaded
+# two-core machine.)
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900), pytest.mark.xdist_group(SHARED_GROUP)]
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[RayCluster]:
-    """A Ray head node of this module's own, bound to loopback. One CPU: no job here
-    reserves any (`entrypoint_cpus` is unset), and each CPU is an idle Python worker."""
-    with ray_cluster(head_cpus=1) as started:
+def cluster(request: pytest.FixtureRequest) -> Iterator[RayCluster]:
+    """The session's shared cluster, bound to loopback. No job here reserves a CPU
+    (`entrypoint_cpus` is unset), so each runs on the head node."""
+    with shared_cluster(request) as started:
         yield started
 
 
 @pytest.fixture(scope="module")
 def ray_address(cluster: RayCluster) -> str:
-    """The job API address of the module's head node."""
+    """The job API address of the cluster's head node."""
     return cluster.address
 
 
