@@ -137,17 +137,24 @@ def wait_logs(client: httpx.Client, evaluation_id: str, text: str, timeout: floa
 
 
 def wait_shard_storing(
-    client: httpx.Client, evaluation_id: str, shard: int, shards: int, timeout: float = 120.0
+    client: httpx.Client, evaluation_id: str, shard: int, shards: int, timeout: float = 240.0
 ) -> None:
     """Wait until shard `shard` of `shards`, in its first attempt, has stored some samples
-    (its progress line in the logs no longer says 0)."""
+    (its progress line in the logs no longer says 0). A timeout shows the logs' last lines:
+    three sandboxes starting on a loaded machine can take minutes."""
     head = f"shard {shard}/{shards}: running, attempt 1, "
+    seen = [""]
 
     def storing() -> bool:
-        text = hosted_logs(client, evaluation_id)
+        seen[0] = text = hosted_logs(client, evaluation_id)
+        done = f"shard {shard}/{shards}: done, attempt 1, "
+        assert done not in text, f"shard {shard} ended before it was seen storing: {text[-1500:]}"
         return head in text and f"{head}0 of" not in text
 
-    wait_until(storing, timeout=timeout, interval=0.2, what=f"shard {shard} storing samples")
+    def what() -> str:
+        return f"shard {shard} storing samples (the logs end: {seen[0][-1500:]!r})"
+
+    wait_until(storing, timeout=timeout, interval=0.2, what=what)
 
 
 def group_alive(pgid: int) -> bool:
