@@ -62,8 +62,14 @@ def wait_status(
         record.update(client.get(f"/evaluations/{evaluation_id}").json())
         return record if record.get("status") in statuses else None
 
+    # A terminal status stays: its wait may poll less often as it goes on.
+    slower = 0.5 if set(statuses) <= set(TERMINAL) else None
     return wait_until(
-        reached, timeout=timeout, interval=0.1, what=lambda: f"status in {statuses} ({record})"
+        reached,
+        timeout=timeout,
+        interval=0.1,
+        max_pause=slower,
+        what=lambda: f"status in {statuses} ({record})",
     )
 
 
