@@ -24,6 +24,7 @@ from proctor.server.app import create_app
 from proctor.server.db.models import HostedEvaluation
 from tests.server.conftest import Api, db_url, make_settings
 from tests.support.cli import cli_in_process
+from tests.support.databases import BACKENDS, fresh_database
 from tests.support.platform import Platform, start_platform
 from tests.support.tools import tool
 
@@ -164,6 +165,40 @@ def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     app = create_app(settings)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield Web(Api(client, app.state.db, settings), client)
+
+
+@dataclass
+class SeededWeb:
+    """A module's app, seeded once (see `seeded_web`)."""
+
+    web: Web
+    seeded: Seeded
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded_web(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SeededWeb]:
+    """The app in-process like `web`, on a database of each backend, seeded once for the
+    module: its tests read `seed()`'s data; one that changes what others read (revokes a key,
+    adds an evaluation) makes a key or user of its own. `fresh_web` clears the cookies
+    between tests."""
+    data_dir = tmp_path_factory.mktemp("web")
+    with pytest.MonkeyPatch.context() as patch, fresh_database(request.param, data_dir) as url:
+        patch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
+        settings = make_settings(url, data_dir)
+        app = create_app(settings)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            web = Web(Api(client, app.state.db, settings), client)
+            yield SeededWeb(web, web.seed())
+
+
+@pytest.fixture
+def fresh_web(seeded_web: SeededWeb) -> Iterator[SeededWeb]:
+    """The module's seeded app, signed out (no cookie) at the start of the test."""
+    seeded_web.web.client.cookies.clear()
+    yield seeded_web
+    seeded_web.web.client.cookies.clear()
 
 
 # -- the browser tests' real server and browser ---------------------------------------------------

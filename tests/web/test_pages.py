@@ -10,11 +10,22 @@ from pathlib import Path
 import pytest
 
 from proctor.server.web import session as web_session
-from tests.web.conftest import Web
+from tests.web.conftest import Seeded, SeededWeb, Web
+
+
+@pytest.fixture
+def web(fresh_web: SeededWeb) -> Web:
+    """The tests here share one app per backend, seeded once (`seeded_web`), signed out."""
+    return fresh_web.web
+
+
+@pytest.fixture
+def seeded(fresh_web: SeededWeb) -> Seeded:
+    """The ids and keys of that app's seeded data."""
+    return fresh_web.seeded
 
 
 def test_pages_redirect_to_sign_in_without_a_session(web: Web) -> None:
-    web.seed()
     for path in ("/evaluations?status=RUNNING", "/evaluations/x", "/compare?ids=a,b"):
         response = web.client.get(path, follow_redirects=False)
         assert response.status_code == 303
@@ -24,8 +35,7 @@ def test_pages_redirect_to_sign_in_without_a_session(web: Web) -> None:
     assert twin.status_code == 401 and twin.json()["error"]["code"] == "login_required"
 
 
-def test_sign_in_sets_a_signed_http_only_cookie_without_the_key(web: Web) -> None:
-    seeded = web.seed()
+def test_sign_in_sets_a_signed_http_only_cookie_without_the_key(web: Web, seeded: Seeded) -> None:
     bad = web.client.post("/login", data={"api_key": "pk_wrong"}, follow_redirects=False)
     assert bad.status_code == 401 and "invalid or revoked" in bad.text
     response = web.client.post(
@@ -47,8 +57,7 @@ def test_sign_in_sets_a_signed_http_only_cookie_without_the_key(web: Web) -> Non
     assert evil.headers["location"] == "/evaluations"
 
 
-def test_cookie_is_secure_on_https_and_loopback(web: Web) -> None:
-    seeded = web.seed()
+def test_cookie_is_secure_on_https_and_loopback(web: Web, seeded: Seeded) -> None:
     for base in ("https://proctor.test", "http://127.0.0.1:8000"):
         response = web.client.post(
             f"{base}/login", data={"api_key": seeded.alice_key}, follow_redirects=False
@@ -56,16 +65,15 @@ def test_cookie_is_secure_on_https_and_loopback(web: Web) -> None:
         assert "Secure" in response.headers["set-cookie"], base
 
 
-def test_scoped_keys_cannot_sign_in(web: Web) -> None:
-    seeded = web.seed()
+def test_scoped_keys_cannot_sign_in(web: Web, seeded: Seeded) -> None:
     scoped = web.api.key("sandbox", user="alice", evaluation=seeded.own)
     response = web.client.post("/login", data={"api_key": scoped}, follow_redirects=False)
     assert response.status_code == 401 and "limited to one evaluation" in response.text
 
 
 def test_tampered_expired_and_revoked_sessions_are_refused(web: Web) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
+    # A key of alice's own: the test revokes it, and the module's other tests use hers.
+    web.login(web.api.key("alice-revoked-key", user="alice", team="blue"))
     assert web.client.get("/evaluations").status_code == 200
     value = web.client.cookies[web_session.COOKIE_NAME]
     web.client.cookies.clear()
@@ -89,8 +97,7 @@ def test_tampered_expired_and_revoked_sessions_are_refused(web: Web) -> None:
     assert web.client.get("/evaluations", follow_redirects=False).status_code == 303
 
 
-def test_sign_out_clears_the_session(web: Web) -> None:
-    seeded = web.seed()
+def test_sign_out_clears_the_session(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     assert "Sign out" in web.client.get("/logout").text
     response = web.client.post("/logout", follow_redirects=False)
@@ -98,8 +105,7 @@ def test_sign_out_clears_the_session(web: Web) -> None:
     assert web.client.get("/evaluations", follow_redirects=False).status_code == 303
 
 
-def test_sign_out_revokes_the_session_server_side(web: Web) -> None:
-    seeded = web.seed()
+def test_sign_out_revokes_the_session_server_side(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     copied = web.client.cookies[web_session.COOKIE_NAME]
     assert web.client.post("/logout", follow_redirects=False).status_code == 303
@@ -112,8 +118,7 @@ def test_sign_out_revokes_the_session_server_side(web: Web) -> None:
     assert web.client.get("/evaluations").status_code == 200
 
 
-def test_signed_in_pages_are_not_stored(web: Web) -> None:
-    seeded = web.seed()
+def test_signed_in_pages_are_not_stored(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     for path in ("/evaluations", f"/evaluations/{seeded.own}", "/login"):
         response = web.client.get(path)
@@ -131,8 +136,9 @@ def test_signed_in_pages_are_not_stored(web: Web) -> None:
         {"Sec-Fetch-Site": "cross-site"},
     ],
 )
-def test_forged_sign_in_and_sign_out_are_refused(web: Web, headers: dict[str, str]) -> None:
-    seeded = web.seed()
+def test_forged_sign_in_and_sign_out_are_refused(
+    web: Web, seeded: Seeded, headers: dict[str, str]
+) -> None:
     # Login CSRF: another origin posting its own key must not sign this browser in.
     forged = web.client.post(
         "/login",
@@ -149,8 +155,7 @@ def test_forged_sign_in_and_sign_out_are_refused(web: Web, headers: dict[str, st
     assert web.client.get("/evaluations").status_code == 200  # still signed in
 
 
-def test_same_origin_forms_pass_the_guard(web: Web) -> None:
-    seeded = web.seed()
+def test_same_origin_forms_pass_the_guard(web: Web, seeded: Seeded) -> None:
     same = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
     response = web.client.post(
         "/login", data={"api_key": seeded.alice_key}, headers=same, follow_redirects=False
@@ -162,8 +167,7 @@ def test_same_origin_forms_pass_the_guard(web: Web) -> None:
     assert only_origin.status_code == 303
 
 
-def test_list_shows_own_and_team_evaluations_only(web: Web) -> None:
-    seeded = web.seed()
+def test_list_shows_own_and_team_evaluations_only(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     page = web.client.get("/evaluations")
     assert page.status_code == 200
@@ -196,8 +200,7 @@ def test_list_shows_own_and_team_evaluations_only(web: Web) -> None:
         ("skip=2", ["alice-calc"]),
     ],
 )
-def test_list_filters_and_pages(web: Web, query: str, names: list[str]) -> None:
-    seeded = web.seed()
+def test_list_filters_and_pages(web: Web, seeded: Seeded, query: str, names: list[str]) -> None:
     web.login(seeded.alice_key)
     data = web.client.get(f"/evaluations?{query}&format=json").json()
     assert [e["name"] for e in data["evaluations"]] == names
@@ -205,8 +208,8 @@ def test_list_filters_and_pages(web: Web, query: str, names: list[str]) -> None:
 
 def test_the_newest_page_of_the_list_watches_for_new_evaluations_an_older_one_does_not(
     web: Web,
+    seeded: Seeded,
 ) -> None:
-    seeded = web.seed()
     web.login(seeded.alice_key)
     newest = web.client.get("/evaluations?status=COMPLETED")
     assert "alice-calc" in newest.text and "data-poll-s=" in newest.text
@@ -215,8 +218,7 @@ def test_the_newest_page_of_the_list_watches_for_new_evaluations_an_older_one_do
     assert "data-poll-s=" not in older.text
 
 
-def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:
-    seeded = web.seed()
+def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     page = web.client.get(f"/evaluations/{seeded.own}")
     assert page.status_code == 200
@@ -261,8 +263,7 @@ def test_evaluation_page_shows_stats_histogram_and_pass_at_k(web: Web) -> None:
     assert [row["value"] for row in strict["stats"]["pass_at_k"]] == [0.0, 0.0, 0.0]
 
 
-def test_single_rollout_runs_have_no_pass_at_k(web: Web) -> None:
-    seeded = web.seed()
+def test_single_rollout_runs_have_no_pass_at_k(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     data = web.client.get(f"/evaluations/{seeded.second}?format=json").json()
     assert data["examples"] is None and data["logs"] is None
@@ -271,9 +272,10 @@ def test_single_rollout_runs_have_no_pass_at_k(web: Web) -> None:
 
 
 def test_hosted_evaluation_shows_its_sandbox_logs(web: Web, tmp_path: Path) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
-    hosted_id = web.hosted(seeded.alice_key, num_examples=2, rollouts_per_example=1)
+    # A user of its own: a new evaluation in alice's list would change what the others read.
+    carol = web.api.key("carol-key", user="carol", team="green")
+    web.login(carol)
+    hosted_id = web.hosted(carol, num_examples=2, rollouts_per_example=1)
     before = web.client.get(f"/evaluations/{hosted_id}")
     assert "Sandbox logs" in before.text and "(no output yet)" in before.text
     assert "data-poll-s=" in before.text  # PENDING: the page follows the run
@@ -296,8 +298,7 @@ def _sample_ids(web: Web, path: str) -> list[str]:
     return [s["sample_id"] for s in response.json()["table"]["samples"]]
 
 
-def test_samples_table_pages_sorts_and_filters(web: Web) -> None:
-    seeded = web.seed()
+def test_samples_table_pages_sorts_and_filters(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     base = f"/evaluations/{seeded.own}/samples"
     first = _sample_ids(web, f"{base}?limit=8")
@@ -319,8 +320,7 @@ def test_samples_table_pages_sorts_and_filters(web: Web) -> None:
     assert page.status_code == 200 and "s-3-1" in page.text and "s-2-1" not in page.text
 
 
-def test_sample_page_renders_the_transcript_with_tool_calls(web: Web) -> None:
-    seeded = web.seed()
+def test_sample_page_renders_the_transcript_with_tool_calls(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     page = web.client.get(f"/evaluations/{seeded.own}/samples/s-2-3")
     assert page.status_code == 200
@@ -345,8 +345,7 @@ def test_sample_page_renders_the_transcript_with_tool_calls(web: Web) -> None:
     assert "ModelError: the model timed out" in errored.text
 
 
-def test_compare_highlights_per_example_differences(web: Web) -> None:
-    seeded = web.seed()
+def test_compare_highlights_per_example_differences(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     data = web.client.get(f"/compare?ids={seeded.own},{seeded.second}&format=json").json()
     assert data["environment"] == "tool-calc"
@@ -374,8 +373,7 @@ def test_compare_highlights_per_example_differences(web: Web) -> None:
     assert "next →" in web.client.get(f"/compare?ids={seeded.own},{seeded.second}&limit=2").text
 
 
-def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web) -> None:
-    seeded = web.seed()
+def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     for path in (
         f"/evaluations/{seeded.other}",
@@ -411,8 +409,9 @@ def test_other_teams_and_unknown_ids_answer_a_404_page(web: Web) -> None:
         ("/compare?ids={own},{team}", "cannot be compared: 'alice-calc' ran tool-calc"),
     ],
 )
-def test_bad_query_parameters_answer_a_clear_400(web: Web, path: str, needle: str) -> None:
-    seeded = web.seed()
+def test_bad_query_parameters_answer_a_clear_400(
+    web: Web, seeded: Seeded, path: str, needle: str
+) -> None:
     web.login(seeded.alice_key)
     response = web.client.get(path.format(own=seeded.own, team=seeded.team, second=seeded.second))
     assert response.status_code == 400, response.text
