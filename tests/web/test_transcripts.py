@@ -7,19 +7,29 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from tests.web import transcript_samples as samples
-from tests.web.conftest import Web
+from tests.web.conftest import SeededWeb, Web
 
 
-def _seed(web: Web) -> tuple[str, str]:
-    key = web.api.key("alice-key", user="alice", team="blue")
-    eid = web.api.create(key, name="transcripts")
+@pytest.fixture(scope="module")
+def eid(seeded_web: SeededWeb) -> str:
+    """The transcripts' evaluation, alice's, posted once for the module's seeded app."""
+    web, key = seeded_web.web, seeded_web.seeded.alice_key
+    evaluation_id = web.api.create(key, name="transcripts")
     posted = web.api.post(
-        f"/evaluations/{eid}/samples", key, json={"samples": samples.all_samples()}
+        f"/evaluations/{evaluation_id}/samples", key, json={"samples": samples.all_samples()}
     )
     assert posted.status_code == 200, posted.text
-    web.login(key)
-    return key, eid
+    return evaluation_id
+
+
+@pytest.fixture
+def web(fresh_web: SeededWeb) -> Web:
+    """The module's seeded app (`seeded_web`), alice signed in; the tests only read."""
+    fresh_web.web.login(fresh_web.seeded.alice_key)
+    return fresh_web.web
 
 
 def _page(web: Web, eid: str, sample_id: str) -> str:
@@ -30,9 +40,8 @@ def _page(web: Web, eid: str, sample_id: str) -> str:
 
 
 def test_the_sandbox_traceback_and_the_judges_verdict_are_steps_with_their_output(
-    web: Web,
+    web: Web, eid: str
 ) -> None:
-    _, eid = _seed(web)
     text = _page(web, eid, "he-1")
     sandbox = text.split('class="step step-sandbox"')[1].split("</article>")[0]
     assert "sandbox run · unit tests" in sandbox and "exit 1" in sandbox
@@ -57,9 +66,8 @@ def test_the_sandbox_traceback_and_the_judges_verdict_are_steps_with_their_outpu
 
 
 def test_a_step_run_mid_conversation_follows_its_turn_and_unknown_entries_show(
-    web: Web,
+    web: Web, eid: str
 ) -> None:
-    _, eid = _seed(web)
     text = _page(web, eid, "code-1")
     first, second = [m.start() for m in re.finditer("turn [12]</small>", text)][:2]
     run = text.index("step step-sandbox")
@@ -71,8 +79,7 @@ def test_a_step_run_mid_conversation_follows_its_turn_and_unknown_entries_show(
     assert "z" * 50_000 not in event and "50,000 characters" in event
 
 
-def test_images_in_a_content_list_are_images_never_a_dump_of_base64(web: Web) -> None:
-    _, eid = _seed(web)
+def test_images_in_a_content_list_are_images_never_a_dump_of_base64(web: Web, eid: str) -> None:
     text = _page(web, eid, "img-1")
     sources = re.findall(r'<img class="part-image" src="([^"]+)"', text)
     assert sources == [f"data:image/png;base64,{samples.IMAGE}"] * 2
@@ -86,8 +93,7 @@ def test_images_in_a_content_list_are_images_never_a_dump_of_base64(web: Web) ->
     assert all(samples.AUDIO[:40] not in row["preview"] for row in table["table"]["samples"])
 
 
-def test_code_keeps_its_whitespace_and_long_answers_are_capped(web: Web) -> None:
-    _, eid = _seed(web)
+def test_code_keeps_its_whitespace_and_long_answers_are_capped(web: Web, eid: str) -> None:
     text = _page(web, eid, "he-1")
     target = re.search(r'id="sample-target"><pre class="output target">(.*?)</pre>', text, re.S)
     assert target is not None and target.group(1) == samples.TARGET
@@ -99,8 +105,9 @@ def test_code_keeps_its_whitespace_and_long_answers_are_capped(web: Web) -> None
     assert "clamp" not in short.split('id="transcript"')[1]
 
 
-def test_previous_next_and_the_examples_other_rollouts_are_one_click_away(web: Web) -> None:
-    _, eid = _seed(web)
+def test_previous_next_and_the_examples_other_rollouts_are_one_click_away(
+    web: Web, eid: str
+) -> None:
     nav = web.client.get(f"/evaluations/{eid}/sample?id=he-2&format=json").json()["nav"]
     assert nav["previous"]["sample_id"] == "he-1" and nav["next"]["sample_id"] == "he-3"
     assert [(r["sample_id"], r["reward"]) for r in nav["rollouts"]] == [
@@ -119,9 +126,8 @@ def test_previous_next_and_the_examples_other_rollouts_are_one_click_away(web: W
     assert 'id="rollouts"' not in alone  # a single rollout lists no others
 
 
-def test_no_link_is_nested_in_a_summary(web: Web) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
+def test_no_link_is_nested_in_a_summary(web: Web, seeded_web: SeededWeb) -> None:
+    seeded = seeded_web.seeded
     pages = [
         f"/compare/example?ids={seeded.own},{seeded.second}&example=1",
         f"/evaluations/{seeded.own}/sample?id=s-1-1",
