@@ -3,20 +3,18 @@ each on two workers, pushed to a real platform, with the same rewards and metric
 `vf-eval` against the deterministic demo model (glossary's run is the docs' worked example);
 and a run resumed after Ctrl-C without running an episode twice.
 
-`vf-eval` runs as its console script does (`verifiers.v1.cli.eval.main:main` with its argv, in
-its own session, working directory and log), each run in a fork of one process per test worker
-that imported verifiers once: the import is most of a `vf-eval` run's CPU (~4.6 CPU-s)."""
+`vf-eval` and `proctor eval` run as their console scripts do (their entry point with its argv,
+in its own session, working directory, environment and log), each in a fork of one process per
+test worker that imported verifiers and proctor once (`tests/support/forks.py`): the import is
+most of either run's CPU (~5 CPU-s)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import select
 import shlex
 import signal
-import subprocess
 import sys
 import time
 import tomllib
@@ -28,8 +26,8 @@ import pytest
 import tomli_w
 from tests.envs.verifiers_fixtures import offline_env_args, python_path, write_datasets
 from tests.eval.helpers import cli_env, start_demo_model
+from tests.support.forks import Forked, ForkServer
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess
 from tests.test_docs import ENV_DOC, code_block
 
 from proctor.contract import Sample
@@ -39,6 +37,7 @@ pytest.importorskip("verifiers")
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 VF_EVAL = str(Path(sys.executable).parent / "vf-eval")
+PROCTOR = str(Path(sys.executable).parent / "proctor")
 ENVS = (
     "glossary",
     "scratchpad",
@@ -62,20 +61,30 @@ def _environ(**extra: str) -> dict[str, str]:
     return {**cli_env(), "PYTHONPATH": python_path(), "HF_DATASETS_OFFLINE": "1", **extra}
 
 
-def _start(cmd: list[str], cwd: Path, log: str, **extra: str) -> ManagedProcess:
-    return ManagedProcess(cmd, cwd / log, env=_environ(**extra), cwd=cwd).start()
+def _start(
+    forks: ForkServer, entry: str, argv: list[str], cwd: Path, log: str, **extra: str
+) -> Forked:
+    """`argv` run by its console script's `entry` point, forked from `forks`."""
+    env = {**os.environ, **_environ(**extra)}
+    return forks.start(entry, argv, cwd=cwd, log=cwd / log, env=env)
 
 
-def _proctor_eval(name: str, cwd: Path, model: str, *flags: str, **extra: str) -> ManagedProcess:
+def _proctor(forks: ForkServer, args: list[str], cwd: Path, log: str, **extra: str) -> Forked:
+    """`proctor ARGS`, as the `proctor` console script runs it."""
+    return _start(forks, "proctor.cli.main:main", [PROCTOR, *args], cwd, log, **extra)
+
+
+def _proctor_eval(
+    forks: ForkServer, name: str, cwd: Path, model: str, *flags: str, **extra: str
+) -> Forked:
     args = json.dumps(offline_env_args(name, model, write_datasets(cwd)))
-    cmd = [*PROCTOR, "eval", name, "--env-args", args, "--client.base-url", model, "--no-rich"]
-    return _start([*cmd, "-o", "out", *flags], cwd, f"proctor-{name}.log", **extra)
+    cmd = ["eval", name, "--env-args", args, "--client.base-url", model, "--no-rich"]
+    return _proctor(forks, [*cmd, "-o", "out", *flags], cwd, f"proctor-{name}.log", **extra)
 
 
-def _finish(proc: ManagedProcess, timeout: float = DEADLINE_S) -> int:
-    assert proc.proc is not None
+def _finish(proc: Forked, timeout: float = DEADLINE_S) -> int:
     try:
-        return proc.proc.wait(timeout=timeout)
+        return proc.wait(timeout=timeout)
     finally:
         proc.stop()
 
@@ -104,115 +113,41 @@ def _scores(name: str, samples: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted(rows)
 
 
-_VF_EVAL_FORKS = r"""
-import json, os, sys, traceback
-from verifiers.v1.cli.eval.main import main
-for line in sys.stdin:
-    job = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setsid()
-            os.chdir(job["cwd"])
-            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(log, 1)
-            os.dup2(log, 2)
-            sys.argv = job["argv"]
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if not isinstance(e.code, int | None):
-                print(e.code, file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    print("pid", pid, flush=True)
-    print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
-"""
-"""Runs `vf-eval` once per line `{"argv", "cwd", "log"}` on stdin, each in a fork of this
-process (verifiers imported once); answers `pid P` at once and `exit C` when it ends."""
-
-
-class VfEval:
-    """`vf-eval` runs, one at a time, each forked from one process that imported verifiers."""
-
-    def __init__(self, log: Path) -> None:
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _VF_EVAL_FORKS],
-                env=_environ(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=out,
-                bufsize=0,  # unbuffered: a line read is never followed by one read ahead
-                start_new_session=True,
-            )
-        self.running: int | None = None
-
-    def _answer(self, timeout: float) -> list[str]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, f"vf-eval did not answer within {timeout:.0f} s"
-        line = self.proc.stdout.readline().decode()
-        assert line, f"the vf-eval forks ended (exit code {self.proc.poll()})"
-        return line.split()
-
-    def start(self, args: list[str], cwd: Path, log: str) -> None:
-        """Start `vf-eval ARGS` in `cwd`, its output in `cwd/log` (a run left running by a
-        failed test is killed first)."""
-        if self.running is not None:
-            self._end(timeout=0)
-        assert self.proc.stdin is not None
-        job = {"argv": [VF_EVAL, *args], "cwd": str(cwd), "log": str(cwd / log)}
-        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
-        self.proc.stdin.flush()
-        kind, pid = self._answer(60)
-        assert kind == "pid", kind
-        self.running = int(pid)
-
-    def finish(self) -> int:
-        """The running `vf-eval`'s exit code, within `DEADLINE_S`."""
-        code = self._end(DEADLINE_S)
-        assert code is not None, f"vf-eval ran past {DEADLINE_S:.0f} s"
-        return code
-
-    def _end(self, timeout: float) -> int | None:
-        """The running `vf-eval`'s exit code; None if it was killed (with its process
-        group) at the deadline."""
-        assert self.running is not None and self.proc.stdout is not None
-        pid, self.running = self.running, None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        kind, code = self._answer(60)
-        assert kind == "exit", kind
-        return int(code) if ready else None
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        if self.running is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.running, signal.SIGKILL)
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+PRELOAD = (
+    "verifiers.v1.cli.eval.main",
+    "verifiers.v1.utils.loaders",
+    "datasets",
+    "verifiers.v1.utils.version",
+    "verifiers.v1.tasksets",
+    "verifiers.v1.envs.isolated_verifier",
+    "proctor.cli.main",
+    "proctor.cli.eval_cmd",
+    "proctor.eval.runner",
+    "proctor.envs.verifiers",
+    "proctor.models.openai_client",
+    "proctor.runs",
+    "proctor.trust",
+    "mcp.client.streamable_http",
+    "mcp.server.streamable_http_manager",
+    "uvicorn.main",
+    "anyio._backends._asyncio",
+    "multiprocessing.connection",
+    "logging.config",
+    "logging.handlers",
+)
+"""What `vf-eval` and `proctor eval` of a verifiers environment import as they run: most of
+either's CPU (~5 CPU-s), paid once per test worker by the fork server."""
 
 
 @pytest.fixture(scope="module")
-def vf_eval(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VfEval]:
-    forks = VfEval(tmp_path_factory.mktemp("vf-eval") / "forks.log")
-    yield forks
-    forks.close()
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """Each `vf-eval` and `proctor eval` a test runs, as its console script runs
+    (`verifiers.v1.cli.eval.main:main`, `proctor.cli.main:main`, with its argv, in its own
+    session, working directory, environment and log), forked from one process per test
+    worker that imported verifiers and proctor once."""
+    server = ForkServer(PRELOAD, tmp_path_factory.mktemp("forks") / "server.log", _environ())
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +197,7 @@ def _docs_example() -> list[str]:
     ],
 )
 def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
-    name: str, plat: Platform, vf_eval: VfEval, demo_model: str, tmp_path: Path
+    name: str, plat: Platform, forks: ForkServer, demo_model: str, tmp_path: Path
 ) -> None:
     """glossary runs the docs' worked example as written (five examples on two workers);
     the others three examples of two rollouts each."""
@@ -282,20 +217,23 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     examples, rollouts = (5, 1) if name == "glossary" else (3, 2)
     # Both at once: each spends most of its time preparing its harness program.
     vf_flags = ["-n", str(examples), "-r", str(rollouts), "--no-push", "--no-rich", "-o", "out"]
-    vf_eval.start(["@", "eval.toml", *vf_flags, "--run.name", "r"], theirs, "vf-eval.log")
+    vf_args = [VF_EVAL, "@", "eval.toml", *vf_flags, "--run.name", "r"]
+    vf_eval = _start(forks, "verifiers.v1.cli.eval.main:main", vf_args, theirs, "vf-eval.log")
     # At temperature 0 the demo model's answer is a function of the request alone.
     pushed = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
     if name == "glossary":
         args = _docs_example()
         assert args[args.index("-w") + 1] == "2" and args[args.index("-n") + 1] == "5"
         args += ["--client.base-url", demo_model, "--no-rich", "-o", "out", "--run.name", "r"]
-        cmd = [*PROCTOR, "eval", *args, "--sampling.temperature", "0"]
-        proctor = _start(cmd, ours, "proctor.log", **pushed)
+        cmd = ["eval", *args, "--sampling.temperature", "0"]
+        proctor = _proctor(forks, cmd, ours, "proctor.log", **pushed)
     else:
         flags = ["-n", "3", "-r", "2", "-w", "2", "-c", "4", "--sampling.temperature", "0"]
-        proctor = _proctor_eval(name, ours, demo_model, *flags, "--run.name", "r", "-v", **pushed)
+        proctor = _proctor_eval(
+            forks, name, ours, demo_model, *flags, "--run.name", "r", "-v", **pushed
+        )
     assert _finish(proctor) == 0, proctor.output()
-    assert vf_eval.finish() == 0, (theirs / "vf-eval.log").read_text()[-3000:]
+    assert _finish(vf_eval) == 0, vf_eval.output()[-3000:]
     if name != "glossary":  # the workers are forks of the run, which loaded the environment
         log = (ours / "out" / "r" / "logs" / "eval.log").read_text()
         assert all(f"worker {n} (pid {pid}, forked)" in log for n, pid in _workers(log)), log
@@ -315,7 +253,7 @@ def _workers(log: str) -> list[tuple[str, str]]:
     return re.findall(r"worker (\d+) \(pid (\d+)", log)
 
 
-def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
+def _wait_for_lines(path: Path, n: int, proc: Forked) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not path.exists() or path.read_bytes().count(b"\n") < n:
         assert time.monotonic() < deadline, f"{path} never reached {n} lines: {proc.output()}"
@@ -324,13 +262,13 @@ def _wait_for_lines(path: Path, n: int, proc: ManagedProcess) -> None:
 
 @pytest.mark.parametrize("name", ["reverse-text", "kuhn-poker"])
 def test_a_run_resumes_after_ctrl_c_without_running_an_episode_twice(
-    name: str, demo_model: str, tmp_path: Path
+    name: str, forks: ForkServer, demo_model: str, tmp_path: Path
 ) -> None:
     """A single-agent and a two-agent environment (each hand is one episode of two seats)."""
     slow_model, slow = start_demo_model(tmp_path, "--latency-ms", "1500")
     flags = ["-n", "6", "-c", "1", "-w", "1", "--no-push", "--run.name", "r"]
     try:
-        first = _proctor_eval(name, tmp_path, slow_model, *flags)
+        first = _proctor_eval(forks, name, tmp_path, slow_model, *flags)
         traces = tmp_path / "out" / "r" / "traces.jsonl"
         try:
             _wait_for_lines(traces, 2, first)
@@ -342,7 +280,7 @@ def test_a_run_resumes_after_ctrl_c_without_running_an_episode_twice(
         slow.stop()
     kept = _records(tmp_path / "out" / "r")
     assert 2 <= len(kept) < 6
-    second = _proctor_eval(name, tmp_path, demo_model, *flags, "--resume")
+    second = _proctor_eval(forks, name, tmp_path, demo_model, *flags, "--resume")
     assert _finish(second) == 0, second.output()
     records = _records(tmp_path / "out" / "r")
     pairs = [(r["example_id"], r["rollout_number"]) for r in records]
@@ -351,13 +289,15 @@ def test_a_run_resumes_after_ctrl_c_without_running_an_episode_twice(
     assert "Traceback" not in second.output() + os.linesep.join(first.output().splitlines()[-5:])
 
 
-def test_a_killed_forked_worker_loses_nothing(demo_model: str, tmp_path: Path) -> None:
+def test_a_killed_forked_worker_loses_nothing(
+    forks: ForkServer, demo_model: str, tmp_path: Path
+) -> None:
     """A worker forked from the run (it did not load the environment itself) that dies
     mid-run: its episode in flight runs again on a new worker, and each runs exactly once."""
     slow_model, slow = start_demo_model(tmp_path, "--latency-ms", "1500")
     flags = ["-n", "6", "-c", "2", "-w", "2", "-v", "--no-push", "--run.name", "r"]
     try:
-        run = _proctor_eval("reverse-text", tmp_path, slow_model, *flags)
+        run = _proctor_eval(forks, "reverse-text", tmp_path, slow_model, *flags)
         try:
             _wait_for_lines(tmp_path / "out" / "r" / "traces.jsonl", 1, run)
             log = (tmp_path / "out" / "r" / "logs" / "eval.log").read_text()
