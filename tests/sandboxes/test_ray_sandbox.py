@@ -243,18 +243,27 @@ def test_the_guard_confines_the_job_on_the_node(backend, tmp_path: Path) -> None
     assert "key=k1" in lines
 
 
-@contextlib.contextmanager
-def ray_launcher(
-    ray_address: str, tmp_path: Path, **settings: str
-) -> Iterator[tuple[Platform, ManagedProcess]]:
-    """A platform server and `proctor launcher --sandbox ray` on the Ray head node."""
+@pytest.fixture(scope="module")
+def ray_platform(ray_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    """One platform server for the module's launcher tests, which each start a launcher of
+    their own on it (and each make evaluations of their own): its sandboxes are Ray jobs."""
     from tests.support.platform import start_platform
 
-    data_dir = tmp_path / "platform"
-    data_dir.mkdir()
+    data_dir = tmp_path_factory.mktemp("ray-platform")
     env = {"PROCTOR_HOSTED_IN_SERVER": "false", "PROCTOR_HOSTED_RAY_ADDRESS": ray_address}
     plat = start_platform(data_dir, extra_env=env)
-    args = [*PROCTOR, "launcher", "--data-dir", str(data_dir), "--sandbox", "ray"]
+    try:
+        yield plat
+    finally:
+        plat.process.stop()
+
+
+@contextlib.contextmanager
+def ray_launcher(
+    plat: Platform, ray_address: str, tmp_path: Path, **settings: str
+) -> Iterator[tuple[Platform, ManagedProcess]]:
+    """`proctor launcher --sandbox ray` for the platform server, on the Ray cluster."""
+    args = [*PROCTOR, "launcher", "--data-dir", str(plat.data_dir), "--sandbox", "ray"]
     args += ["--ray-address", ray_address, "--api-url", plat.url]
     # Each tick asks Ray's job API about every running job: a slower tick spends less of
     # the dashboard's CPU, and sees a job's end at most half a second later.
@@ -264,18 +273,17 @@ def ray_launcher(
         yield plat, launcher
     finally:
         launcher.stop()
-        plat.process.stop()
 
 
 @pytest.mark.e2e
 def test_ray_launcher_runs_a_hosted_eval_end_to_end(
-    cluster: RayCluster, demo_model: str, tmp_path: Path
+    cluster: RayCluster, ray_platform: Platform, demo_model: str, tmp_path: Path
 ) -> None:
     """`proctor launcher --sandbox ray` runs the real CLI as a Ray job for a real server;
     the run directory is left where a local sandbox's is, not where Ray starts jobs."""
     from tests.e2e.hosted_helpers import create_hosted, wait_closed
 
-    with ray_launcher(cluster.address, tmp_path) as (plat, launcher):
+    with ray_launcher(ray_platform, cluster.address, tmp_path) as (plat, launcher):
         client = plat.client()
         secret = "ray-e2e-secret-91d2"
         evaluation_id = create_hosted(
@@ -305,12 +313,12 @@ def test_ray_launcher_runs_a_hosted_eval_end_to_end(
 
 @pytest.mark.e2e
 def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
-    ray_address: str, demo_model: str, tmp_path: Path
+    ray_address: str, ray_platform: Platform, demo_model: str, tmp_path: Path
 ) -> None:
     """A pushed package is installed in the Ray job's venv, then the same eval runs there."""
     from tests.e2e.hosted_helpers import create_hosted, wait_closed
 
-    with ray_launcher(ray_address, tmp_path) as (plat, launcher):
+    with ray_launcher(ray_platform, ray_address, tmp_path) as (plat, launcher):
         project = tmp_path / "tiny-echo"
         shutil.copytree(Path(__file__).parents[1] / "e2e" / "hub_env", project)
         cli_env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
@@ -340,7 +348,7 @@ def test_ray_launcher_runs_a_pushed_environment_in_its_own_venv(
 
 @pytest.mark.e2e
 def test_ray_launcher_contains_a_hostile_pushed_environment(
-    ray_address: str, demo_model: str, tmp_path: Path
+    ray_address: str, ray_platform: Platform, demo_model: str, tmp_path: Path
 ) -> None:
     """The hostile package of tests/e2e/test_containment.py, pushed by a plain user and run
     as a Ray job: the guard confines it on the node, and every probe fails there too."""
@@ -363,7 +371,7 @@ def test_ray_launcher_contains_a_hostile_pushed_environment(
         "PROCTOR_HOSTED_MEMORY_MB": str(MEMORY_MB),
         "PROCTOR_HOSTED_PIDS": "64",
     }
-    with ray_launcher(ray_address, tmp_path, **caps) as (plat, launcher):
+    with ray_launcher(ray_platform, ray_address, tmp_path, **caps) as (plat, launcher):
         data_dir = Path(plat.data_dir)
         (data_dir / "config.toml").write_text(f'api_key = "{plat.api_key}"\n')
         mallory = make_key(plat, "mallory")
@@ -401,7 +409,7 @@ def _evals_of(evaluation_id: str) -> list[psutil.Process]:
 
 @pytest.mark.e2e
 def test_ray_launcher_fails_a_sandbox_whose_entrypoint_was_killed_and_leaves_no_eval(
-    ray_address: str, tmp_path: Path
+    ray_address: str, ray_platform: Platform, tmp_path: Path
 ) -> None:
     """The job's entrypoint SIGKILLed mid-run: FAILED with why, no eval left calling the model."""
     from tests.e2e.durability import FaultProxy, demo_model
@@ -410,7 +418,7 @@ def test_ray_launcher_fails_a_sandbox_whose_entrypoint_was_killed_and_leaves_no_
     with (
         demo_model(tmp_path, latency_ms=200) as model,
         FaultProxy(model.removesuffix("/v1")) as calls,  # counts the model's requests
-        ray_launcher(ray_address, tmp_path) as (plat, launcher),
+        ray_launcher(ray_platform, ray_address, tmp_path) as (plat, launcher),
     ):
         client = plat.client()
         evaluation_id = create_hosted(
