@@ -1,20 +1,19 @@
 """One number everywhere: the eval's closing line, `proctor evals get|compare`, the API.
 
-A real server, the demo model over HTTP and the CLI as subprocesses.
+A real server and the demo model over HTTP; the CLI runs in this process (`cli_in_process`):
+what it prints is the point, not how it starts.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.e2e.durability import env_without_client_vars
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR
 
 pytestmark = pytest.mark.e2e
 
@@ -26,13 +25,10 @@ def plat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     platform.process.stop()
 
 
-def proctor(plat: Platform, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environ = env_without_client_vars(
-        HOME=str(home), PROCTOR_API_URL=plat.url, PROCTOR_API_KEY=plat.api_key
-    )
-    return subprocess.run(
-        [*PROCTOR, *args], env=environ, capture_output=True, text=True, timeout=180
-    )
+def proctor(plat: Platform, home: Path, *args: str) -> Finished:
+    """`proctor ARGS` in this process, as a user of `plat` whose HOME is `home`."""
+    online = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
+    return cli_in_process(*args, home=home, env=online)
 
 
 def test_closing_line_get_and_compare_show_the_platforms_figures(
