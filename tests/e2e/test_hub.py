@@ -1,6 +1,7 @@
 """The environments hub end to end: a real server whose launcher installs pushed packages
-into sandbox venvs, driven by `proctor envs push` / `proctor hosted run` and by the public
-`prime` CLI 0.18.0 (HOME a temp dir, PRIME_API_BASE_URL pointing at the server)."""
+into sandbox venvs, driven by `proctor envs push` / `proctor hosted run` (in this process,
+`cli_in_process`: what they send and print is the point) and by the public `prime` CLI 0.18.0
+in its own process (HOME a temp dir, PRIME_API_BASE_URL pointing at the server)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from tests.e2e.hosted_helpers import hub_project as project
 from tests.e2e.hosted_helpers import wait_closed
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
 from tests.support.procs import PROCTOR
 
@@ -54,14 +56,12 @@ def make_key(platform: Platform, user: str, team: str | None = None) -> str:
         db.dispose()
 
 
-def proctor(
-    platform: Platform, key: str, *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCTOR_")}
-    env.update(PROCTOR_API_URL=platform.url, PROCTOR_API_KEY=key, NO_PROXY="127.0.0.1")
-    return subprocess.run(
-        [*PROCTOR, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=240
-    )
+def proctor(platform: Platform, key: str, *args: str) -> Finished:
+    """`proctor ARGS` in this process, as the user of `key` on `platform` (a HOME of its own)."""
+    home = platform.data_dir.parent / "cli-home"
+    home.mkdir(exist_ok=True)
+    env = {"PROCTOR_API_URL": platform.url, "PROCTOR_API_KEY": key, "NO_PROXY": "127.0.0.1"}
+    return cli_in_process(*args, home=home, env=env)
 
 
 def prime_env(platform: Platform, key: str, home: Path, **extra: str) -> dict[str, str]:
