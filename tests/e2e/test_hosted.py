@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,17 +13,16 @@ from tests.e2e.durability import demo_model as serve_demo_model
 from tests.e2e.hosted_helpers import (
     LAUNCHER_ENV,
     all_command_lines,
-    cli_env,
     create_hosted,
     group_alive,
     hosted_row,
-    hosted_run,
     wait_closed,
     wait_logs,
     wait_status,
 )
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, wait_http
+from tests.support.procs import wait_http
 
 pytestmark = pytest.mark.e2e
 
@@ -86,31 +84,26 @@ def test_hosted_run_completes_with_all_samples_and_intact_metadata(
 def test_cli_run_follow_logs_and_evals(
     hosted_platform: Platform, demo_model: str, tmp_path: Path
 ) -> None:
-    env = cli_env(hosted_platform, tmp_path)
-    run = subprocess.run(
-        hosted_run("alphabet-sort", "-n", "3", "-r", "2", "--api-base-url", demo_model),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # The CLI in this process (what it prints is the point); the sandboxes are processes.
+    online = {"PROCTOR_API_URL": hosted_platform.url, "PROCTOR_API_KEY": hosted_platform.api_key}
+
+    def proctor(*args: str) -> Finished:
+        return cli_in_process(*args, home=tmp_path, env=online)
+
+    follow = ("-m", "demo", "--follow", "--poll-seconds", "0.2")
+    run = proctor("hosted", "run", "alphabet-sort", "-n", "3", "-r", "2", "--api-base-url",
+                  demo_model, *follow)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     evaluation_id = run.stdout.splitlines()[0].strip()
     assert "finalized" in run.stdout and "COMPLETED" in run.stderr
-    got = subprocess.run(
-        [*PROCTOR, "evals", "get", evaluation_id], env=env, capture_output=True, text=True
-    )
+    got = proctor("evals", "get", evaluation_id)
     assert got.returncode == 0 and json.loads(got.stdout)["total_samples"] == 6
-    listed = subprocess.run([*PROCTOR, "evals", "list"], env=env, capture_output=True, text=True)
+    listed = proctor("evals", "list")
     assert listed.returncode == 0 and evaluation_id in listed.stdout
-    logs = subprocess.run(
-        [*PROCTOR, "hosted", "logs", evaluation_id], env=env, capture_output=True, text=True
-    )
+    logs = proctor("hosted", "logs", evaluation_id)
     assert logs.returncode == 0 and "alphabet-sort" in logs.stdout
     # A finished evaluation cannot be cancelled: one clear line, exit 1.
-    cancel = subprocess.run(
-        [*PROCTOR, "hosted", "cancel", evaluation_id], env=env, capture_output=True, text=True
-    )
+    cancel = proctor("hosted", "cancel", evaluation_id)
     assert cancel.returncode == 1 and "already ended" in cancel.stderr
     assert "Traceback" not in cancel.stderr
 
