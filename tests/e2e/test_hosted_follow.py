@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from tests.e2e.durability import demo_model as serve_demo_model
 from tests.e2e.hosted_helpers import LAUNCHER_ENV, cli_env, hosted_run, wait_closed, wait_status
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform, start_platform
-from tests.support.procs import PROCTOR, ManagedProcess, free_port
+from tests.support.procs import ManagedProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -24,6 +25,20 @@ def platform_for_follow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pl
     plat = start_platform(tmp_path_factory.mktemp("follow-platform"), extra_env=LAUNCHER_ENV)
     yield plat
     plat.process.stop()
+
+
+FOLLOW = ("-m", "demo", "--follow", "--poll-seconds", "0.2")
+"""`hosted_run`'s flags after the environment's."""
+
+
+def online(platform: Platform) -> dict[str, str]:
+    return {"PROCTOR_API_URL": platform.url, "PROCTOR_API_KEY": platform.api_key}
+
+
+def proctor(platform: Platform, home: Path, *args: str) -> Finished:
+    """`proctor hosted run ARGS` in this process (`cli_in_process`), where what it prints is
+    the point; where the order of its two streams is, or Ctrl-C, it runs as a process."""
+    return cli_in_process("hosted", "run", *args, home=home, env=online(platform))
 
 
 def test_completed_comes_after_the_sandbox_last_lines_and_paths_open(
@@ -52,13 +67,10 @@ def test_a_failure_shows_its_whole_reason_and_the_hosted_flag(
     platform_for_follow: Platform, tmp_path: Path
 ) -> None:
     nowhere = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    run = subprocess.run(
-        hosted_run("reverse-text", "-n", "2", "-r", "1", "--api-base-url", nowhere),
-        env=cli_env(platform_for_follow, tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = proctor(
+        platform_for_follow, tmp_path, "reverse-text", "-n", "2", "-r", "1", "--api-base-url",
+        nowhere, *FOLLOW,
+    )  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     evaluation_id = run.stdout.splitlines()[0]
     reason = run.stderr.split(f"evaluation {evaluation_id}: FAILED\n")[1]
@@ -77,13 +89,10 @@ def test_a_model_url_without_a_scheme_is_refused_before_a_sandbox_starts(
 ) -> None:
     client = platform_for_follow.client()
     before = client.get("/evaluations/", params={"limit": 500}).json()["total"]
-    run = subprocess.run(
-        hosted_run("reverse-text", "--api-base-url", "127.0.0.1:8001/v1"),
-        env=cli_env(platform_for_follow, tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = proctor(
+        platform_for_follow, tmp_path, "reverse-text", "--api-base-url", "127.0.0.1:8001/v1",
+        *FOLLOW,
+    )  # fmt: skip
     assert run.returncode == 1 and run.stdout == ""
     assert "api_base_url must start with http:// or https:// (got '127.0.0.1:8001/v1'); " in (
         run.stderr
@@ -126,12 +135,8 @@ def test_ctrl_c_stops_following_only(
         assert "Traceback" not in follower.output()
         # Nothing was lost: the evaluation still runs, and the command named stops it.
         assert client.get(f"/evaluations/{evaluation_id}").json()["status"] == "RUNNING"
-        cancel = subprocess.run(
-            [*PROCTOR, "hosted", "cancel", evaluation_id],
-            env=cli_env(platform_for_follow, tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=60,
+        cancel = cli_in_process(
+            "hosted", "cancel", evaluation_id, home=tmp_path, env=online(platform_for_follow)
         )
         assert cancel.returncode == 0, cancel.stderr
         assert wait_closed(client, platform_for_follow, evaluation_id)["status"] == "CANCELLED"
