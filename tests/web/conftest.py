@@ -176,21 +176,26 @@ class SeededWeb:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def seeded_web(
+def module_web(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SeededWeb]:
-    """The app in-process like `web`, on a database of each backend, seeded once for the
-    module: its tests read `seed()`'s data; one that changes what others read (revokes a key,
-    adds an evaluation) makes a key or user of its own. `fresh_web` clears the cookies
-    between tests."""
+) -> Iterator[Web]:
+    """The app in-process like `web`, on a database of each backend, shared by the module's
+    tests: they only read what the module's fixtures seeded once; a test that changes what
+    others read (revokes a key, adds an evaluation) makes a key or user of its own."""
     data_dir = tmp_path_factory.mktemp("web")
     with pytest.MonkeyPatch.context() as patch, fresh_database(request.param, data_dir) as url:
         patch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
         settings = make_settings(url, data_dir)
         app = create_app(settings)
         with TestClient(app, raise_server_exceptions=False) as client:
-            web = Web(Api(client, app.state.db, settings), client)
-            yield SeededWeb(web, web.seed())
+            yield Web(Api(client, app.state.db, settings), client)
+
+
+@pytest.fixture(scope="module")
+def seeded_web(module_web: Web) -> SeededWeb:
+    """`module_web` with `seed()`'s data, seeded once for the module; `fresh_web` clears the
+    cookies between tests."""
+    return SeededWeb(module_web, module_web.seed())
 
 
 @pytest.fixture

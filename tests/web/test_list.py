@@ -4,14 +4,18 @@ column sorting the whole list, not just the page on screen."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 
 import pytest
 
 from tests.web.conftest import Web
 
 
-def _seed(web: Web) -> str:
-    """Five evaluations of alice's, created in the order listed."""
+@pytest.fixture(scope="module")
+def alice(module_web: Web) -> str:
+    """Five evaluations of alice's, created in the order listed, once for the module (its
+    tests only read them); her key."""
+    web = module_web
     key = web.api.key("alice-key", user="alice", team="blue")
     runs = [
         ("gsm8k-baseline", "m-b", ["math", "baseline"], "The baseline on grade-school math.", 0.5),
@@ -26,8 +30,16 @@ def _seed(web: Web) -> str:
         if reward is not None:
             sample = {"sample_id": "s", "example_id": 0, "rollout_number": 1, "reward": reward}
             assert web.api.post(f"/evaluations/{eid}/samples", key, json={"samples": [sample]})
-    web.login(key)
     return key
+
+
+@pytest.fixture
+def web(module_web: Web, alice: str) -> Iterator[Web]:
+    """The module's app, alice signed in."""
+    module_web.client.cookies.clear()
+    module_web.login(alice)
+    yield module_web
+    module_web.client.cookies.clear()
 
 
 def _names(web: Web, query: str) -> list[str]:
@@ -37,7 +49,6 @@ def _names(web: Web, query: str) -> list[str]:
 
 
 def test_tags_and_descriptions_are_shown_and_filter_the_list(web: Web) -> None:
-    _seed(web)
     page = web.client.get("/evaluations")
     text = page.text
     assert '<a class="tag" href="/evaluations?tag=baseline"' in text
@@ -73,14 +84,12 @@ def test_tags_and_descriptions_are_shown_and_filter_the_list(web: Web) -> None:
 def test_every_column_sorts_the_whole_list_across_pages(
     web: Web, sort: str, names: list[str]
 ) -> None:
-    _seed(web)
     # Two per page: the order runs on over the pages, so it is the whole list's.
     pages = [_names(web, f"sort={sort}&limit=2&skip={skip}") for skip in (0, 2, 4)]
     assert [name for page in pages for name in page] == names
 
 
 def test_the_sorted_column_is_marked_and_its_link_reverses_it(web: Web) -> None:
-    _seed(web)
     text = html.unescape(web.client.get("/evaluations?sort=-mean&tag=math").text)
     assert 'aria-sort="descending"><a href="/evaluations?sort=mean&tag=math">Mean reward' in text
     assert '<a href="/evaluations?sort=name&tag=math">Name</a>' in text
