@@ -7,15 +7,36 @@ import html
 import re
 from pathlib import Path
 
-from tests.web.conftest import Web, tool_sample
+import pytest
+
+from tests.web.conftest import Seeded, SeededWeb, Web, tool_sample
 
 XSS = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 
 
+@pytest.fixture
+def web(fresh_web: SeededWeb) -> Web:
+    """The tests here share one app per backend, seeded once (`seeded_web`), signed out; a
+    test that adds an evaluation does so as a user of its own (`own_user`)."""
+    return fresh_web.web
+
+
+@pytest.fixture
+def seeded(fresh_web: SeededWeb) -> Seeded:
+    return fresh_web.seeded
+
+
+def own_user(web: Web, name: str) -> str:
+    """A user of the test's own, in a team of its own, signed in: what it adds, no other
+    test of the module sees. Its key."""
+    key = web.api.key(f"{name}-key", user=name, team=f"{name}-team")
+    web.login(key)
+    return key
+
+
 def test_every_response_has_the_security_headers_and_pages_need_no_inline_code(
-    web: Web,
+    web: Web, seeded: Seeded
 ) -> None:
-    seeded = web.seed()
     web.login(seeded.alice_key)
     for path in (
         "/evaluations",
@@ -58,15 +79,12 @@ def test_unknown_dashboard_paths_answer_the_html_404_page_and_the_api_json(web: 
 
 
 def test_transcripts_render_markdown_safely_and_highlight_code(web: Web) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
-    evaluation = web.api.create(seeded.alice_key, name="md")
+    key = own_user(web, "md")
+    evaluation = web.api.create(key, name="md")
     content = f"**bold** answer\n\n```python\ndef f():\n    return 1\n```\n\n{XSS}"
     sample = tool_sample(0, 1, 1.0, sample_id="md-1")
     sample["completion"] = [{"role": "assistant", "content": content}]
-    posted = web.api.post(
-        f"/evaluations/{evaluation}/samples", seeded.alice_key, json={"samples": [sample]}
-    )
+    posted = web.api.post(f"/evaluations/{evaluation}/samples", key, json={"samples": [sample]})
     assert posted.is_success
     page = web.client.get(f"/evaluations/{evaluation}/sample?id=md-1")
     assert page.status_code == 200
@@ -81,14 +99,11 @@ def test_transcripts_render_markdown_safely_and_highlight_code(web: Web) -> None
 
 
 def test_sample_links_work_for_any_id(web: Web) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
-    evaluation = web.api.create(seeded.alice_key, name="odd-ids")
+    key = own_user(web, "odd-ids")
+    evaluation = web.api.create(key, name="odd-ids")
     odd = ["a/b", "..", "../x", "q?x=1&y#z", "100% sure", "+plus"]
     samples = [tool_sample(i, 1, 0.5, sample_id=sid) for i, sid in enumerate(odd)]
-    posted = web.api.post(
-        f"/evaluations/{evaluation}/samples", seeded.alice_key, json={"samples": samples}
-    )
+    posted = web.api.post(f"/evaluations/{evaluation}/samples", key, json={"samples": samples})
     assert posted.is_success, posted.text
     table = web.client.get(f"/evaluations/{evaluation}/samples").text
     links = re.findall(r'href="(/evaluations/[^"]+/sample\?id=[^"]+)"', table)
@@ -107,8 +122,7 @@ def _sample_id(page: str) -> str:
     return html.unescape(match.group(1))
 
 
-def test_compare_cells_open_both_transcripts_side_by_side(web: Web) -> None:
-    seeded = web.seed()
+def test_compare_cells_open_both_transcripts_side_by_side(web: Web, seeded: Seeded) -> None:
     web.login(seeded.alice_key)
     page = web.client.get(f"/compare?ids={seeded.own},{seeded.second}")
     assert page.status_code == 200
@@ -128,9 +142,8 @@ def test_compare_cells_open_both_transcripts_side_by_side(web: Web) -> None:
 def test_running_hosted_evaluation_shows_progress_new_log_text_and_cancels(
     web: Web, tmp_path: Path
 ) -> None:
-    seeded = web.seed()
-    web.login(seeded.alice_key)
-    hosted_id = web.hosted(seeded.alice_key, num_examples=4, rollouts_per_example=2)
+    key = own_user(web, "hosted")
+    hosted_id = web.hosted(key, num_examples=4, rollouts_per_example=2)
     log = tmp_path / "sandbox.log"
     log.write_text("line one\n")
     web.play_sandbox(hosted_id, log)
@@ -151,13 +164,13 @@ def test_running_hosted_evaluation_shows_progress_new_log_text_and_cancels(
         follow_redirects=False,
     )
     assert forged.status_code == 403
-    running = web.api.get(f"/evaluations/{hosted_id}", seeded.alice_key).json()
+    running = web.api.get(f"/evaluations/{hosted_id}", key).json()
     assert running["status"] != "CANCELLED"
     done = web.client.post(
         f"/evaluations/{hosted_id}/cancel", data={"confirm": "yes"}, follow_redirects=False
     )
     assert done.status_code == 303
-    record = web.api.get(f"/evaluations/{hosted_id}", seeded.alice_key).json()
+    record = web.api.get(f"/evaluations/{hosted_id}", key).json()
     assert record["status"] == "CANCELLED"
     after = web.client.get(f"/evaluations/{hosted_id}")
     assert 'id="cancel"' not in after.text
