@@ -1,27 +1,42 @@
-"""tests/support/tiers.py: the ids `--dist loadgroup` schedules by."""
+"""`--dist loadgroup`, as scripts/test runs the suite, keeps an `xdist_group` on one worker
+(the module-scoped servers and clusters the groups share start once)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from tests.support.tiers import name_groups
+pytestmark = pytest.mark.process
+
+GROUPED = """
+import os, pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(4))
+def test_grouped(i):
+    print("worker", os.environ["PYTEST_XDIST_WORKER"])
+"""
 
 
-def test_a_grouped_test_gets_its_group_in_its_id(request: pytest.FixtureRequest) -> None:
-    """On an xdist worker, a test of an `xdist_group` is `NODEID@GROUP` (several groups:
-    their names sorted, joined by `_`, as pytest-xdist names them), once. Under pytest < 9
-    pytest-xdist's own renaming works, and `name_groups` leaves the id alone."""
-    item = request.node
-    nodeid, saved = item.nodeid, getattr(item, "_id", None)
-    try:
-        item.add_marker(pytest.mark.xdist_group("b-group"))
-        item.add_marker(pytest.mark.xdist_group(name="a-group"))
-        name_groups([item])
-        renamed = f"{nodeid}@a-group_b-group" if saved is not None else nodeid
-        assert item.nodeid == renamed
-        name_groups([item])
-        assert item.nodeid == renamed
-    finally:
-        if saved is not None:
-            item._id = saved
-    assert item.nodeid == nodeid
+def test_a_group_runs_on_one_worker(tmp_path: Path) -> None:
+    """Two modules of one group, eight tests, two workers: all eight on one of them (pytest
+    9.2 broke this silently with pytest-xdist 3.8, hence pyproject's pin)."""
+    for name in ("test_one.py", "test_two.py"):
+        (tmp_path / name).write_text(GROUPED)
+    args = ["-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v", "-c", "/dev/null"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    passed = re.findall(r"\[(gw\d)\] .*PASSED (\S+)", run.stdout)
+    assert len(passed) == 8, run.stdout
+    assert len({worker for worker, _ in passed}) == 1, run.stdout
+    assert all(test.endswith("@shared") for _, test in passed), run.stdout

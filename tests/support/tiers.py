@@ -118,26 +118,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.process)
         if not item.get_closest_marker("xdist_group") and _module_scoped(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    if getattr(config.option, "loadgroup", False):  # (an xdist worker, `--dist loadgroup`)
-        name_groups(items)
-
-
-def name_groups(items: list[pytest.Item]) -> None:
-    """Give each test of an `xdist_group` the id `NODEID@GROUP` that `--dist loadgroup`
-    schedules by (one group, one worker). pytest-xdist does it on each worker by setting
-    `item._nodeid`, which pytest 9 no longer reads (a node's id is `Node._id`): there, every
-    test would be a scope of its own, and a group's module-scoped fixtures would start again
-    on each worker its tests reach. Where pytest still reads `_nodeid`, xdist's own renaming
-    stands and this does nothing."""
-    try:
-        from _pytest.nodeid import NodeId
-    except ImportError:  # pytest < 9
-        return
-    for item in items:
-        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                        for m in item.iter_markers("xdist_group")})  # fmt: skip
-        if names and isinstance(getattr(item, "_id", None), NodeId) and "@" not in item.nodeid:
-            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 def _in_process_tier(config: pytest.Config) -> bool:
