@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+from tests.support.cli import Finished, cli_in_process
 from tests.support.platform import Platform
 from tests.support.procs import PROCTOR, ManagedProcess, free_port, tls, wait_http
 
@@ -82,6 +83,15 @@ def runs_sync(
         text=True,
         timeout=timeout * 2 + 60,
     )
+
+
+def in_process_sync(run_dir: Path, api_key: str, *extra: str, timeout: float = 60.0) -> Finished:
+    """`runs_sync` run in this process (`cli_in_process`), for a test where the sync's process
+    is not the point; HOME a folder beside the run dir."""
+    home = run_dir.parent / "sync-home"
+    home.mkdir(parents=True, exist_ok=True)
+    args = ("runs", "sync", str(run_dir), "--timeout", f"{timeout:g}", *extra)
+    return cli_in_process(*args, home=home, env={"PROCTOR_API_KEY": api_key})
 
 
 # -- disks ------------------------------------------------------------------------------

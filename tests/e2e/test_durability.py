@@ -1,8 +1,9 @@
 """Durability under real faults: expected == stored, no duplicates, a truthful status.
 
-Real processes (a platform server, the demo model, `proctor eval` and `proctor runs sync`,
-an SDK process) and real faults: tmpfs mounts filled to ENOSPC or remounted read-only (the
-suite runs as root), SIGINT and SIGKILL, a proxy that takes the platform away.
+Real processes (a platform server, the demo model, `proctor eval`, an SDK process; `proctor
+runs sync`, which nothing kills, runs in this process) and real faults: tmpfs mounts filled
+to ENOSPC or remounted read-only (the suite runs as root), SIGINT and SIGKILL, a proxy that
+takes the platform away.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tests.e2e.durability import (
     FaultProxy,
     env_without_client_vars,
     fill,
+    in_process_sync,
     line_count,
     record,
     remount,
@@ -30,6 +32,7 @@ from tests.e2e.durability import (
     tmpfs,
     unfill,
 )
+from tests.support.cli import Finished
 from tests.support.databases import BACKENDS, platform_on
 from tests.support.platform import Platform
 from tests.support.procs import ManagedProcess, free_port
@@ -125,8 +128,10 @@ def eval_env(api_url: str, plat: Platform, out: Path) -> dict[str, str]:
     return durability.eval_env(api_url, plat.api_key, out / "home")
 
 
-def sync(plat: Platform, run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return durability.runs_sync(run_dir, plat.api_key, *extra)
+def sync(plat: Platform, run_dir: Path, *extra: str) -> Finished:
+    """`proctor runs sync RUN_DIR EXTRA` in this process (`cli_in_process`): nothing kills it,
+    what it sends and prints is the point."""
+    return in_process_sync(run_dir, plat.api_key, *extra)
 
 
 # -- the spool's disk -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Uploads under faults, with real processes: nothing lost, nothing stored twice.
 
 - the platform is SIGKILLed mid-run and restarted on the same port and data dir;
-- the eval is SIGKILLed mid-run, then `proctor runs sync` delivers the rest;
+- the eval is SIGKILLed mid-run, then `proctor runs sync` (in this process) delivers the rest;
 - the platform answers 503/429 to sample uploads for a while (a loopback proxy in front).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.e2e import durability
-from tests.e2e.durability import FaultProxy, run_id, runs_sync, stored_ids, trace_ids
+from tests.e2e.durability import FaultProxy, in_process_sync, run_id, stored_ids, trace_ids
 from tests.support.databases import BACKENDS, platform_on
 from tests.support.platform import Platform
 from tests.support.procs import ManagedProcess, wait_http
@@ -93,7 +93,7 @@ def test_eval_killed_mid_run_then_sync_delivers_the_rest(
     eid = run_id(run_dir)
     written = trace_ids(run_dir)
     assert 10 <= len(written) < EPISODES
-    sync = runs_sync(run_dir, platform.api_key, timeout=120)
+    sync = in_process_sync(run_dir, platform.api_key, timeout=120)  # the eval's was killed
     assert sync.returncode == 0, sync.stderr
     assert f"evaluation {eid}:" in sync.stdout and "0 still unsent" in sync.stdout
     ids = stored_ids(platform, eid)
