@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -17,17 +16,6 @@ from tests.support.procs import PROCTOR, ManagedProcess, free_port, wait_http
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*PROCTOR, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def here(*args: str, home: Path, env: dict[str, str] | None = None) -> Finished:
@@ -129,7 +117,7 @@ def test_keys_and_teams_commands_act_on_the_servers_database(
 
 
 def test_server_without_keys_says_how_to_create_the_first(tmp_path: Path) -> None:
-    migrated = cli("server", "migrate", "--data-dir", str(tmp_path))
+    migrated = here("server", "migrate", "--data-dir", str(tmp_path), home=tmp_path)
     assert migrated.returncode == 0, migrated.stderr
     port = free_port()
     args = [*PROCTOR, "server", "--port", str(port), "--data-dir", str(tmp_path)]
