@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from tests.web.conftest import Web, tool_sample
+
+
+@pytest.fixture
+def web(module_web: Web) -> Iterator[Web]:
+    """The module's app (`module_web`), signed out; each test works as a user of its own."""
+    module_web.client.cookies.clear()
+    yield module_web
+    module_web.client.cookies.clear()
+
 
 TIMEOUT = {"type": "ModelError", "message": "the model timed out"}
 TERMINAL = ("COMPLETED", "FAILED")
@@ -75,7 +85,11 @@ def test_an_all_errored_finished_run_says_so(web: Web) -> None:
     assert "all errored" in listing
 
 
-def _pair(web: Web) -> tuple[str, str, str]:
+@pytest.fixture(scope="module")
+def pair(module_web: Web) -> tuple[str, str, str]:
+    """fay's key and her two compared evaluations, posted once for the module (its compare
+    tests only read them)."""
+    web = module_web
     key = web.api.key("fay", user="fay")
     # 250 examples; B is better on most, much worse on examples 200-209; A errored in
     # every rollout of example 7.
@@ -85,8 +99,10 @@ def _pair(web: Web) -> tuple[str, str, str]:
     return key, _run(web, key, "older-a", a), _run(web, key, "newer-b", b)
 
 
-def test_compare_filters_all_examples_on_the_server_before_paging(web: Web) -> None:
-    key, a, b = _pair(web)
+def test_compare_filters_all_examples_on_the_server_before_paging(
+    web: Web, pair: tuple[str, str, str]
+) -> None:
+    key, a, b = pair
     web.login(key)
     query = f"/compare?ids={a},{b}&limit=5&format=json"
     # The ten regressions are examples 200-209: past the first page of 100 examples.
@@ -111,8 +127,10 @@ def test_compare_filters_all_examples_on_the_server_before_paging(web: Web) -> N
     assert api.json()["examples"]["rows"] == worse["examples"]
 
 
-def test_compare_keeps_the_chosen_baseline_swaps_and_sorts_all_examples(web: Web) -> None:
-    key, a, b = _pair(web)
+def test_compare_keeps_the_chosen_baseline_swaps_and_sorts_all_examples(
+    web: Web, pair: tuple[str, str, str]
+) -> None:
+    key, a, b = pair
     web.login(key)
     # Ticked on the list (newest first there): the oldest is the baseline unless chosen.
     picked = web.client.get(f"/compare?pick={b}&pick={a}&format=json").json()
