@@ -78,6 +78,8 @@ def test_a_metadata_bomb_is_refused_with_bounded_memory(api: Api) -> None:
         (_head() + "Summary: " + secrets.token_hex(600_000) + "\n", 0, "over 1 MiB"),
         (_head(), artifacts.MAX_MEMBERS + 1, "members"),
     ],
+    # (named: an id of the random summary would differ on each xdist worker's collection)
+    ids=["summary-over-1-MiB", "too-many-members"],
 )
 def test_oversized_metadata_and_too_many_members_are_refused(
     api: Api, metadata: str, members: int, words: str
