@@ -14,12 +14,14 @@ import random
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 from tests.support.cli import Finished, cli_in_process
@@ -197,6 +199,17 @@ Refusal = Callable[[str, str, bytes], int | None]
 _BUSY = b'{"error":{"code":"unavailable","message":"busy, try later"}}'
 
 
+class _FaultServer(ThreadingHTTPServer):
+    """The proxy's server: a connection reset mid-request (a client the faults killed) is part
+    of the run, not an error to print a traceback for."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FaultProxy:
     """A loopback proxy (to the platform, or a model) that fails requests as a bad network would.
 
@@ -236,8 +249,7 @@ class FaultProxy:
         """Sample uploads the platform answered."""
         self._storm_until = 0.0
         self._reset_until = 0.0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _FaultServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
