@@ -10,6 +10,7 @@ server (alice's own run has tool calls and four rollouts per example).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -156,15 +157,23 @@ class Web:
             row.sandbox_handle, row.log_path = "4242", str(log)
 
 
+@contextlib.contextmanager
+def _serve_in_process(db_url: str, data_dir: Path) -> Iterator[Web]:
+    """The app in-process (TestClient) on `db_url`, with no launcher: hosted runs stay
+    PENDING, and the tests play the sandbox's part themselves."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
+        settings = make_settings(db_url, data_dir)
+        app = create_app(settings)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            yield Web(Api(client, app.state.db, settings), client)
+
+
 @pytest.fixture
-def web(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Web]:
-    """The app in-process (TestClient), on a freshly migrated database, with no launcher."""
-    # Hosted runs stay PENDING: the tests play the sandbox's part themselves.
-    monkeypatch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
-    settings = make_settings(db_url, tmp_path)
-    app = create_app(settings)
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield Web(Api(client, app.state.db, settings), client)
+def web(db_url: str, tmp_path: Path) -> Iterator[Web]:
+    """The app in-process, on a freshly migrated database, with no launcher."""
+    with _serve_in_process(db_url, tmp_path) as served:
+        yield served
 
 
 @dataclass
@@ -183,12 +192,8 @@ def module_web(
     tests: they only read what the module's fixtures seeded once; a test that changes what
     others read (revokes a key, adds an evaluation) makes a key or user of its own."""
     data_dir = tmp_path_factory.mktemp("web")
-    with pytest.MonkeyPatch.context() as patch, fresh_database(request.param, data_dir) as url:
-        patch.setenv("PROCTOR_HOSTED_IN_SERVER", "false")
-        settings = make_settings(url, data_dir)
-        app = create_app(settings)
-        with TestClient(app, raise_server_exceptions=False) as client:
-            yield Web(Api(client, app.state.db, settings), client)
+    with fresh_database(request.param, data_dir) as url, _serve_in_process(url, data_dir) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
