@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -40,3 +41,44 @@ def test_a_group_runs_on_one_worker(tmp_path: Path) -> None:
     assert len(passed) == 8, run.stdout
     assert len({worker for worker, _ in passed}) == 1, run.stdout
     assert all(test.endswith("@shared") for _, test in passed), run.stdout
+
+
+TIERED = """
+import subprocess
+
+
+def test_in_process():
+    assert 1 + 1 == 2
+
+
+def test_starts_a_process():
+    assert subprocess.run(["true"]).returncode == 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("selection", "selected"),
+    [
+        (["-m", "not process"], ["test_in_process"]),
+        (["-m", "process"], ["test_starts_a_process"]),
+        ([], ["test_in_process", "test_starts_a_process"]),
+    ],
+)
+def test_a_test_that_starts_a_process_is_in_the_process_tier(
+    tmp_path: Path, selection: list[str], selected: list[str]
+) -> None:
+    """The marker is worked out from the test's source, with no decoration, in a run that
+    selects by it; a run that does not select runs everything."""
+    (tmp_path / "test_tiered.py").write_text(TIERED)
+    root = Path(__file__).resolve().parents[1]
+    args = ["-p", "no:cacheprovider", "-p", "tests.support.tiers", "-c", "/dev/null", "--co", "-q"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), *selection],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.findall(r"::(\w+)", run.stdout) == selected, run.stdout

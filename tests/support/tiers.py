@@ -2,7 +2,8 @@
 
 A test is in the `process` tier when it starts a process — a server, the demo model, the CLI,
 a sandbox, a browser, a Ray head node — and in the in-process tier otherwise; `scripts/test
---fast` runs only the latter. The marker is set here, so a new test needs no decoration:
+--fast` runs only the latter. The marker is set here, in a run that selects by it (`-m` naming
+`process`, or `PROCTOR_TEST_TIER=fast`), so a new test needs no decoration:
 - a test marked `process`, `e2e`, `ray` or `browser`;
 - a test whose function or one of its fixtures names a way to start one (`subprocess`,
   `ManagedProcess`, `start_platform`, ...), or refers to a function or class of the test tree
@@ -111,10 +112,17 @@ def _module_scoped(item: pytest.Item) -> bool:
     )
 
 
+def _selects_by_tier(config: pytest.Config) -> bool:
+    """Whether this run chooses tests by their tier. Only then is each test's marker worked out:
+    that reads every test's source (~5 s of CPU for the whole suite, in each xdist worker)."""
+    return _in_process_tier(config) or "process" in str(config.getoption("markexpr", "") or "")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    by_tier = _selects_by_tier(config)
     for item in items:
-        if starts_a_process(item):
+        if by_tier and starts_a_process(item):
             item.add_marker(pytest.mark.process)
         if not item.get_closest_marker("xdist_group") and _module_scoped(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
