@@ -29,6 +29,7 @@ from proctor.server.settings import Settings
 from proctor.server.setup import prepare_database
 from tests.server.hosted.conftest import ADMIN_KEY
 from tests.support.procs import PROCTOR, ManagedProcess
+from tests.support.waiting import wait_until
 
 
 def _settings(**overrides: Any) -> LauncherSettings:
@@ -397,3 +398,26 @@ def test_a_value_the_engine_refuses_fails_before_a_sandbox_starts(
         "Input should be greater than or equal to 0; fix it and send again"
     )
     assert not (tmp_path / "sandboxes" / evaluation_id / "sandbox.log").exists()
+
+
+def test_an_idle_launcher_polls_slowly_and_is_woken_for_new_work(
+    db: Database, tmp_path: Path
+) -> None:
+    """Watching nothing, the launcher waits `idle_poll_seconds` between ticks (an idle server
+    does not query its database four times a second); `wake()`, as its server calls on a
+    create, starts new work at once, and while a sandbox runs it polls at `poll_seconds`."""
+    launcher = _launcher(db, tmp_path, "sleep 30", idle_poll_seconds=600.0)
+    assert launcher.pause() == 600.0
+    launcher.start()
+    try:
+        time.sleep(0.5)  # its first tick has passed: it now sleeps for the idle period
+        evaluation_id = _create(db)
+        launcher.wake()
+        wait_until(lambda: _status(db, evaluation_id) == "RUNNING", timeout=30)
+        assert launcher.pause() == 0.05
+        with db.write() as session:
+            service.cancel(session, auth.authenticate(session, ADMIN_KEY), evaluation_id)
+        wait_until(lambda: launcher.running == 0, timeout=30)
+        assert _status(db, evaluation_id) == "CANCELLED"
+    finally:
+        launcher.stop()

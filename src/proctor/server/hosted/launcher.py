@@ -245,8 +245,16 @@ class Launcher:
                 self.tick()
             except Exception:
                 logger.exception("launcher tick failed; retrying")
-            self._wake.wait(self.settings.poll_seconds)
+            self._wake.wait(self.pause())
             self._wake.clear()
+
+    def pause(self) -> float:
+        """Seconds until the next tick: `poll_seconds` while it watches sandboxes, else
+        `idle_poll_seconds` (an idle server's launcher does not query its database four
+        times a second; `wake()` still starts new work at once)."""
+        if self._watched:
+            return self.settings.poll_seconds
+        return max(self.settings.poll_seconds, self.settings.idle_poll_seconds)
 
     @property
     def running(self) -> int:

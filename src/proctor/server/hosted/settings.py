@@ -72,6 +72,10 @@ class LauncherSettings(BaseSettings):
     """Run the launcher inside `proctor server` (turn off when `proctor launcher` runs)."""
     poll_seconds: float = Field(default=0.25, gt=0)
     """How often the launcher looks for new work and polls its sandboxes."""
+    idle_poll_seconds: float = Field(default=2.0, gt=0)
+    """How often a launcher that watches no sandbox looks for new work (never more often than
+    `poll_seconds`). Work created through its own server wakes it at once; this bounds how
+    long work queued through another server waits."""
     stale_seconds: float = Field(default=15.0, gt=0)
     """A claimed evaluation whose launcher has not heartbeated for this long is taken over."""
     stop_grace_seconds: float = Field(default=5.0, ge=0)
