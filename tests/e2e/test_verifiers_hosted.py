@@ -2,9 +2,11 @@
 repository, sources unmodified): each is pushed with the public `prime` CLI 0.18.0 and run with
 `prime eval run owner/name --hosted` against a real server. Its launcher installs the package
 once per content hash outside the confined sandbox (read-only inside, after proctor's own
-packages), runs `proctor eval owner/name@version … --run.attach $EVALUATION_ID`, and the
-evaluation ends COMPLETED with every sample and the `owner/name@version` that ran. A push
-proctor cannot run is refused in one sentence, and `proctor hosted run` starts the same flow.
+packages), and verifiers' harness environment once per content from its harness index
+(sandboxes never build it), runs `proctor eval owner/name@version … --run.attach
+$EVALUATION_ID`, and the evaluation ends COMPLETED with every sample and the
+`owner/name@version` that ran. A push proctor cannot run is refused in one sentence, and
+`proctor hosted run` starts the same flow.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def hub(
     plat.process.stop()
 
 
+def _built_inside(hub: Platform, eid: str) -> list[Path]:
+    """Harness environments `uv` built inside the sandbox (its home is its work dir): none,
+    since the launcher builds the one its harness program runs in outside, once."""
+    return list((hub.data_dir / "sandboxes" / eid / "work").glob(".cache/uv/environments-v2/*"))
+
+
 def _env_args(name: str, datasets: dict[str, Any]) -> str:
     return json.dumps({**SUBPROCESS_RUNTIME, **datasets.get(name, {})})
 
@@ -86,6 +94,7 @@ def test_prime_pushes_a_verifiers_environment_and_runs_it_hosted_to_completed(
     assert record["metadata"]["environment_ref"] == ran
     assert record["environments"][0]["ref"] == ran
     assert f"installed {ran}" in logs
+    assert "verifiers' harness environment" in logs and not _built_inside(hub, eid), logs
     samples = client.get(f"/evaluations/{eid}/samples", params={"limit": 100}).json()["samples"]
     assert sorted((s["example_id"], s["rollout_number"]) for s in samples) == sorted(
         (e, r) for e in range(2) for r in (1, 2)
@@ -111,9 +120,12 @@ def test_proctor_hosted_run_reuses_the_environment_built_for_the_same_content(
         record = wait_closed(hub.client(key), hub, eid, timeout=DEADLINE_S)
         logs = hub.client(key).get(f"/hosted-evaluations/{eid}/logs").json()["logs"]
         assert record["status"] == "COMPLETED" and record["total_samples"] == 2, logs
+        assert not _built_inside(hub, eid), logs
         if "reusing the environment of vf-again/reverse-text@0.1.0" in logs:
             break
     assert "reusing the environment of vf-again/reverse-text@0.1.0" in logs, logs
+    # So is verifiers' harness environment: built by an earlier sandbox, or this one's first.
+    assert "reusing verifiers' harness environment" in logs, logs
 
 
 def test_a_push_proctor_cannot_run_is_refused_in_one_sentence(

@@ -253,3 +253,45 @@ async def test_the_harness_environment_verifiers_prepares_is_compiled_to_bytecod
     monkeypatch.setenv("UV_COMPILE_BYTECODE", "0")
     load_environment("glossary", **SUBPROCESS_RUNTIME)
     assert os.environ["UV_COMPILE_BYTECODE"] == "0"
+
+
+async def test_a_prepared_harness_environment_runs_the_chat_program_without_uv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a confined sandbox the launcher has built the chat harness program's environment
+    outside it (`PROCTOR_SANDBOX_HARNESS`): verifiers runs the program with that environment's
+    interpreter and never prepares one of its own; one built for other requirements is not
+    used."""
+    from verifiers.v1.runtimes.subprocess import SubprocessConfig, SubprocessRuntime
+
+    from proctor.envs.verifiers._harness_index import REQUIREMENTS_FILE, chat_program
+    from proctor.envs.verifiers._prepared_harness import VARIABLE, adopt_prepared_harness
+    from proctor.sandboxes import confine, harness
+
+    # The names the confinement builds and announces it by.
+    assert REQUIREMENTS_FILE == harness.REQUIREMENTS_FILE and VARIABLE == confine.HARNESS_VARIABLE
+    monkeypatch.setattr(SubprocessRuntime, "_interpreters", {})
+    monkeypatch.setattr(SubprocessRuntime, "scripts_dir", str(tmp_path / "scripts"))
+
+    async def no_uv(self: Any, argv: list[str], env: dict[str, str]) -> Any:
+        raise AssertionError(f"verifiers prepared the program itself: {argv}")
+
+    monkeypatch.setattr(SubprocessRuntime, "run", no_uv)
+    prepared = tmp_path / "prepared"
+    (prepared / "bin").mkdir(parents=True)
+    (prepared / "bin" / "python").symlink_to(sys.executable)
+    source = chat_program()
+    (prepared / REQUIREMENTS_FILE).write_text("\n".join(script_dependencies(source)) + "\n")
+    monkeypatch.setenv(VARIABLE, str(prepared))
+    load_environment("glossary", **SUBPROCESS_RUNTIME)
+
+    runtime = SubprocessRuntime(SubprocessConfig())
+    argv = await runtime.prepare_uv_script(source)
+    assert argv[-2:][0] == str(prepared / "bin" / "python")
+    assert Path(argv[-1]).read_text() == source
+    assert str(prepared) in argv  # its VIRTUAL_ENV and PATH
+
+    monkeypatch.setattr(SubprocessRuntime, "_interpreters", {})
+    (prepared / REQUIREMENTS_FILE).write_text("openai\n")
+    assert adopt_prepared_harness() is None
+    assert SubprocessRuntime._interpreters == {}

@@ -9,15 +9,17 @@ and the guard on a Ray node) starts its command through this module, as root, wh
    never the server's), held by a file lock for the sandbox's life, and hands it the work
    dir (0700);
 3. builds a published environment's venv outside the sandbox (`proctor.sandboxes.packages`),
-   once per content hash, for the sandbox to use read-only;
+   once per content hash, for the sandbox to use read-only; likewise verifiers' harness
+   environment, from the harness index (`proctor.sandboxes.harness`);
 4. makes a cgroup (v2 where it has the controllers, else v1) capping memory (tmpfs and
    `/dev/shm` included, no swap), processes and CPU;
 5. starts a relay (`proctor.sandboxes.relay`) with one socket per allowed endpoint;
 6. runs bubblewrap with a fresh root: the runtime read-only (system libraries, the
    interpreter, proctor's own installed package, wherever it lives, `/tmp` included), the
-   venv read-only, the work dir, a private `/proc`, capped `/tmp` and `/dev/shm`; its own
-   pid, network, IPC, UTS and cgroup namespaces; no capabilities; `no_new_privs`. Inside,
-   the relay drops to the sandbox's uid before the command runs;
+   venv and the harness environment read-only, the work dir, a private `/proc`, capped
+   `/tmp` and `/dev/shm`; its own pid, network, IPC, UTS and cgroup namespaces; no
+   capabilities; `no_new_privs`. Inside, the relay drops to the sandbox's uid before the
+   command runs;
 7. waits, and when the memory cap was hit, ends the whole sandbox and says so (exit 137);
    when stopped (SIGTERM), ends it; then removes the cgroup.
 
@@ -58,6 +60,10 @@ MEMORY_REASON = "the sandbox reached its memory limit of {mib} MiB and was ended
 DEFAULT_UIDS = "2000000-2099999"
 PACKAGES_INSIDE = "/opt/proctor-packages"
 """Where it sees a published environment's packages (`PROCTOR_SANDBOX_PACKAGES`)."""
+HARNESS_INSIDE = "/opt/proctor-harness"
+"""Where it sees verifiers' harness environment (`proctor.sandboxes.harness`)."""
+HARNESS_VARIABLE = "PROCTOR_SANDBOX_HARNESS"
+"""The variable that tells the verifiers driver inside where that environment is."""
 _RELAY_DIR = "/run/proctor-relay"
 _ENV_FILE = "/run/proctor-env.json"
 # Directories of the host's /etc a program needs (libraries, certificates, time zones).
@@ -113,6 +119,9 @@ class Policy(BaseModel):
     package: dict[str, Any] | None = None
     """A published environment to install first (`proctor.sandboxes.packages.prepare`'s
     arguments: wheel, sha256, venvs, cache, index_url, ref)."""
+    harness: dict[str, str] | None = None
+    """verifiers' harness environment to build first (`proctor.sandboxes.harness.prepare`'s
+    arguments: index, envs)."""
     readonly: list[str] = Field(default_factory=list)
     """More paths it sees read-only."""
     hidden: list[str] = Field(default_factory=list)
@@ -493,6 +502,7 @@ def build_root(
     points: list[Endpoint],
     environment: dict[str, str],
     package_dir: Path | None = None,
+    harness_dir: Path | None = None,
 ) -> Root:
     root = Root()
     for system in _SYSTEM:
@@ -512,6 +522,8 @@ def build_root(
     root.data("", "/etc/resolv.conf")
     root.data("sandbox\n", "/etc/hostname")
     env = sandbox_environment(environment, workdir)
+    if harness_dir is not None:
+        env[HARNESS_VARIABLE] = f"{HARNESS_INSIDE}/{harness_dir.name}"
     root.data(json.dumps(env), _ENV_FILE, perms="0400")
     tmpfs = str(policy.limits.tmpfs_mb << 20)
     root.args += ["--proc", "/proc", "--dev", "/dev"]
@@ -525,6 +537,8 @@ def build_root(
         root.bind(Path(extra))
     if package_dir is not None:
         root.bind(package_dir, Path(PACKAGES_INSIDE) / package_dir.name)
+    if harness_dir is not None:
+        root.bind(harness_dir, Path(HARNESS_INSIDE) / harness_dir.name)
     for hidden in policy.hidden:
         path = Path(os.path.realpath(hidden))
         if any(b == path or b in path.parents for b in root._bound):
@@ -626,6 +640,11 @@ def _prepare(
         )
         if package_dir is None:
             return None
+    harness_dir = None
+    if policy.harness:
+        from proctor.sandboxes.harness import prepare as prepare_harness
+
+        harness_dir = prepare_harness(Path(policy.harness["index"]), Path(policy.harness["envs"]))
     relay_dir = Path(tempfile.mkdtemp(prefix="proctor-relay-"))
     cleanup.callback(shutil.rmtree, relay_dir, ignore_errors=True)
     os.chown(relay_dir, uid, uid)
@@ -633,7 +652,9 @@ def _prepare(
     cleanup.callback(relay.close)
     group = Cgroup.create(policy.name, policy.limits)
     cleanup.callback(group.remove)
-    root = build_root(policy, workdir, uid, relay_dir, points, environment, package_dir)
+    root = build_root(
+        policy, workdir, uid, relay_dir, points, environment, package_dir, harness_dir
+    )
     cleanup.callback(root.close)
     return uid, group, root, workdir
 

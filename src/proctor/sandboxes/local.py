@@ -165,6 +165,7 @@ class LocalSandbox:
                 limits=self.limits,
                 endpoints=list(spec.endpoints),
                 package=spec.package,
+                harness=spec.harness,
                 hidden=[str(p) for p in spec.hidden],
                 readonly=[str(p) for p in spec.readonly],
                 env_file=str(env_file),

@@ -169,6 +169,7 @@ class RaySandbox:
                 limits=self.limits,
                 endpoints=list(spec.endpoints),
                 package=spec.package,
+                harness=spec.harness,
                 readonly=[str(p) for p in spec.readonly],
             )
             metadata[CONFINE_METADATA_KEY] = policy.model_dump_json(

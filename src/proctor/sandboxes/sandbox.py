@@ -42,6 +42,9 @@ class SandboxSpec:
     package: dict[str, Any] | None = None
     """A published environment a confined sandbox's packages are built from, outside it
     (`proctor.sandboxes.packages.prepare`'s arguments)."""
+    harness: dict[str, str] | None = None
+    """Where a confined sandbox's verifiers harness environment is built from and kept,
+    outside it (`proctor.sandboxes.harness.prepare`'s arguments: index, envs)."""
     hidden: tuple[Path, ...] = ()
     """Paths a confined sandbox never sees, even inside its runtime (the data dir)."""
     readonly: tuple[Path, ...] = ()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proctor.envs import Environment, Episode, Task, Taskset
+from proctor.envs.verifiers._prepared_harness import adopt_prepared_harness
 from proctor.envs.verifiers._resolve import env_config, one_line, package_of
 from proctor.errors import ConfigError
 from proctor.projection import project_episode, summary_trace_index
@@ -68,6 +69,7 @@ def load_verifiers_environment(name: str, env_args: dict[str, Any]) -> Verifiers
     config = env_config(name, env_args)
     _put_uv_on_path()
     _compile_harness_bytecode()
+    adopt_prepared_harness()
     from verifiers.v1.utils.loaders import load_environment
 
     try:

@@ -7,7 +7,10 @@ cluster), build this index once while online and point uv at it:
     proctor envs harness-index ~/.proctor/harness-index
     export UV_DEFAULT_INDEX=file://$HOME/.proctor/harness-index/simple
 
-The index holds wheels for this machine's Python and platform only, plus `uv` itself.
+The index holds wheels for this machine's Python and platform only, plus `uv` itself, and
+lists the chat harness program's requirements (`harness-requirements.txt`): a hosted launcher
+builds that program's environment from it once, outside its sandboxes
+(`proctor.sandboxes.harness`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import tomllib
 from pathlib import Path
 
 from proctor.errors import ConfigError
+
+REQUIREMENTS_FILE = "harness-requirements.txt"
+"""The chat harness program's requirements, one a line (`proctor.sandboxes.harness` reads it)."""
 
 _SCRIPT_BLOCK = re.compile(r"^# /// script\s*$(.*?)^# ///\s*$", re.MULTILINE | re.DOTALL)
 
@@ -34,11 +40,21 @@ def script_dependencies(source: str) -> list[str]:
     return [str(d) for d in deps]
 
 
-def harness_requirements() -> list[str]:
-    """What the bundled chat harness program (`bash`, `null`) installs, and `uv`."""
+def chat_program() -> str:
+    """The source of verifiers' bundled chat harness program (`bash`, `null`)."""
     from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM_SOURCE
 
-    return sorted({*script_dependencies(CHAT_PROGRAM_SOURCE), "uv"})
+    return str(CHAT_PROGRAM_SOURCE)
+
+
+def chat_program_requirements() -> list[str]:
+    """What the chat harness program installs, sorted."""
+    return sorted(set(script_dependencies(chat_program())))
+
+
+def harness_requirements() -> list[str]:
+    """What the bundled chat harness program (`bash`, `null`) installs, and `uv`."""
+    return sorted({*chat_program_requirements(), "uv"})
 
 
 def build_harness_index(dest: Path, *, requirements: list[str] | None = None) -> str:
@@ -61,6 +77,9 @@ def build_harness_index(dest: Path, *, requirements: list[str] | None = None) ->
             f"could not download the harness wheels ({tail}); run this where PyPI is reachable."
         )
     write_simple_index(wheels, dest / "simple")
+    if requirements is None:
+        listed = "".join(f"{r}\n" for r in chat_program_requirements())
+        (dest / REQUIREMENTS_FILE).write_text(listed)
     return (dest / "simple").resolve().as_uri()
 
 

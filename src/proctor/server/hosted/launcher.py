@@ -130,6 +130,7 @@ class _Prepared:
     writable: tuple[Path, ...]
     endpoints: tuple[str, ...]
     package: dict[str, object] | None
+    harness: dict[str, str] | None
     hidden: tuple[Path, ...]
     readonly: tuple[Path, ...]
 
@@ -160,6 +161,7 @@ class _Prepared:
             writable=self.writable,
             endpoints=self.endpoints,
             package=self.package,
+            harness=self.harness,
             hidden=self.hidden,
             readonly=self.readonly,
         )
@@ -373,6 +375,15 @@ class Launcher:
             shards=shards,
         )
 
+    def _harness(self) -> dict[str, str] | None:
+        """Where confined sandboxes' verifiers harness environment is built from (the harness
+        index) and kept, once per content (`proctor.sandboxes.harness`); None: each sandbox
+        prepares its own (no index, or `venv_cache` off)."""
+        index = self.settings.harness_index
+        if index is None or not self.settings.venv_cache:
+            return None
+        return {"index": str(index.resolve()), "envs": str(self.data_dir / "hosted-harness")}
+
     def _box(self, evaluation_id: str) -> Path:
         return self.data_dir / "sandboxes" / evaluation_id
 
@@ -543,6 +554,7 @@ class Launcher:
             writable=writable,
             endpoints=self._endpoints(config),
             package=built,
+            harness=self._harness(),
             hidden=(self.data_dir,),
             readonly=self.settings.readonly_paths(),
         )

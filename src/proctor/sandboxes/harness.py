@@ -1,0 +1,162 @@
+"""verifiers' chat harness environment, built once per content outside the confined sandbox.
+
+verifiers runs each rollout's harness program (a PEP 723 script that imports `openai`) in an
+environment it prepares with `uv sync --script` under the runtime's home. A confined
+sandbox's home is its own work dir, so each sandbox would install and compile the same
+packages again before its first rollout (about 2 s of CPU, 6.5 with bytecode).
+
+When the launcher has a harness index (`PROCTOR_HOSTED_HARNESS_INDEX`, a local index: nothing
+is downloaded) and keeps environments (`PROCTOR_HOSTED_VENV_CACHE`), the confinement builds
+that environment here instead, as root, once per content: the requirements the index lists
+(`harness-requirements.txt`, written by `proctor envs harness-index`), the index's pages and
+the interpreter. Wheels only (no build runs): `uv` unpacks them and the server's interpreter
+compiles them with `-S` (no `.pth` of theirs runs); nothing of the packages runs here. It is
+marked ready only once complete; every sandbox sees it read-only at
+`/opt/proctor-harness/<key>` (`PROCTOR_SANDBOX_HARNESS`), where the verifiers driver hands it
+to verifiers in place of the one it would prepare. Without it (no index, an index without the
+file, a failed build) each sandbox prepares its own, as before.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REQUIREMENTS_FILE = "harness-requirements.txt"
+"""The chat harness program's requirements, one a line: in the index, and in each environment
+built from it (the verifiers driver checks them against the program it runs)."""
+_READY = ".proctor-ready"
+
+
+def _say(message: str) -> None:
+    print(f"proctor: {message}", file=sys.stderr, flush=True)
+
+
+def requirements(index: Path) -> list[str]:
+    """The requirements the index lists (none: an index built before it listed them)."""
+    try:
+        text = (index / REQUIREMENTS_FILE).read_text()
+    except OSError:
+        return []
+    return sorted({line.strip() for line in text.splitlines() if line.strip()})
+
+
+def content_key(index: Path, wanted: list[str]) -> str:
+    """What the environment is built from: the requirements, the index's pages (the wheels
+    they offer) and the interpreter it runs on."""
+    digest = hashlib.sha256()
+    python = [os.path.realpath(sys.executable), sys.version]
+    digest.update(json.dumps({"requirements": wanted, "python": python}).encode())
+    for page in sorted((index / "simple").glob("*/index.html")):
+        digest.update(f"\0{page.parent.name}\0".encode())
+        digest.update(page.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def ready(envs: Path, key: str) -> Path | None:
+    """The environment of `key`, when it is built and complete."""
+    target = envs / key
+    return target if (target / _READY).is_file() else None
+
+
+def prepare(index: Path, envs: Path) -> Path | None:
+    """The environment built from `index` under `envs`: cached by content, or built now;
+    None when there is none to give (each sandbox then prepares its own)."""
+    if not _verifiers_installed():
+        return None  # no harness program runs here
+    wanted = requirements(index)
+    if not wanted:
+        _say(
+            f"the harness index {index} lists no requirements, so each sandbox prepares "
+            "verifiers' harness itself; build it again with `proctor envs harness-index`"
+        )
+        return None
+    try:
+        key = content_key(index, wanted)
+    except OSError as e:
+        _say(f"the harness index {index} could not be read ({e.strerror or e})")
+        return None
+    if (found := ready(envs, key)) is not None:
+        _say(f"reusing verifiers' harness environment {key[:12]}")
+        return found
+    envs.mkdir(parents=True, exist_ok=True)
+    with (envs / f"{key}.lock").open("w") as lock:
+        # One sandbox builds it; the others wait here and then reuse it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (found := ready(envs, key)) is not None:
+            _say(f"reusing verifiers' harness environment {key[:12]}")
+            return found
+        return _build(envs / key, index, wanted)
+
+
+def _verifiers_installed() -> bool:
+    return importlib.util.find_spec("verifiers") is not None
+
+
+def _uv() -> str | None:
+    """The `uv` beside this interpreter (`proctor[verifiers]` installs it), or on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    return str(here) if here.is_file() else shutil.which("uv")
+
+
+def _build(target: Path, index: Path, wanted: list[str]) -> Path | None:
+    """Build it aside, then rename it into place; None on failure (said)."""
+    uv = _uv()
+    if uv is None:
+        _say("no `uv` beside the server, so each sandbox prepares verifiers' harness itself")
+        return None
+    started = time.monotonic()
+    building = target.with_name(f"{target.name}.building")
+    shutil.rmtree(building, ignore_errors=True)
+    _say(f"preparing verifiers' harness environment {target.name[:12]}")
+    with tempfile.TemporaryDirectory(prefix="proctor-harness-uv-") as cache:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "UV_CACHE_DIR": cache}
+        python = building / "bin" / "python"
+        steps = [
+            [uv, "venv", "-q", "--no-config", "--relocatable", "--python", sys.executable],
+            [uv, "pip", "install", "-q", "--no-config", "--offline", "--only-binary", ":all:"],
+        ]
+        steps[0].append(str(building))
+        steps[1] += ["--python", str(python), "--default-index", (index / "simple").as_uri()]
+        steps[1] += wanted
+        code = 0
+        for step in steps:
+            sys.stderr.flush()
+            code = subprocess.run(
+                step, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
+            ).returncode
+            if code != 0:
+                break
+    if code == 0:
+        # This interpreter is the environment's (same version): -S, so no `.pth` runs.
+        site_packages = [str(p) for p in building.glob("lib/python*/site-packages")]
+        compile_all = [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0"]
+        code = subprocess.run(
+            [*compile_all, *site_packages], stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
+        ).returncode
+    if code != 0:
+        shutil.rmtree(building, ignore_errors=True)
+        _say(f"preparing verifiers' harness environment failed (exit {code}); see above")
+        return None
+    (building / REQUIREMENTS_FILE).write_text("".join(f"{r}\n" for r in wanted))
+    (building / _READY).write_text(f"{time.time()}\n")
+    for root, dirs, files in os.walk(building):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if os.access(path, os.X_OK) else 0o644)
+    shutil.rmtree(target, ignore_errors=True)
+    building.rename(target)
+    _say(f"prepared verifiers' harness environment in {time.monotonic() - started:.1f}s")
+    return target
