@@ -124,8 +124,13 @@ def test_proctor_hosted_run_reuses_the_environment_built_for_the_same_content(
         if "reusing the environment of vf-again/reverse-text@0.1.0" in logs:
             break
     assert "reusing the environment of vf-again/reverse-text@0.1.0" in logs, logs
-    # So is verifiers' harness environment: built by an earlier sandbox, or this one's first.
+    # So is verifiers' harness environment: built by an earlier sandbox, or this one's first;
+    # the server's own, which no sandbox's uid may change (it sees it read-only besides).
     assert "reusing verifiers' harness environment" in logs, logs
+    (built,) = (p for p in (hub.data_dir / "hosted-harness").iterdir() if p.is_dir())
+    for path in (built, *built.rglob("*")):
+        mode = path.lstat()
+        assert mode.st_uid == 0 and (path.is_symlink() or not mode.st_mode & 0o022), path
 
 
 def test_a_push_proctor_cannot_run_is_refused_in_one_sentence(
