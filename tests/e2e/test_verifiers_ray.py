@@ -4,7 +4,8 @@ own (`tests.support.ray`, stopped by PID). `prime env push` publishes verifiers'
 `reverse-text` (vendored, sources unmodified), `prime eval run … --hosted` creates the
 evaluation, and `proctor launcher --sandbox ray` runs `proctor eval owner/name@version …
 --run.attach` as a Ray job, confined on the node by the guard, with the package directory
-built once outside the sandbox and the harness index and the local dataset read-only in it.
+and verifiers' harness environment built once outside the sandbox and the harness index and
+the local dataset read-only in it.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def test_prime_pushes_a_verifiers_package_and_runs_it_hosted_on_ray_to_completed
         ran = f"{user}/reverse-text@0.1.0"
         assert record["metadata"]["environment_ref"] == ran
         assert f"installed {ran}" in logs
+        assert "prepared verifiers' harness environment" in logs  # on the node, outside the job
         samples = client.get(f"/evaluations/{eid}/samples", params={"limit": 100}).json()
         assert sorted((s["example_id"], s["rollout_number"]) for s in samples["samples"]) == [
             (0, 1),
