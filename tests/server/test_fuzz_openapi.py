@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,10 @@ def fuzz_runs(
         }
 
 
+@cache
 def _document() -> dict[str, Any]:
-    """The app's OpenAPI document; no database is touched (the engine connects lazily)."""
+    """The app's OpenAPI document, built once per process (read-only to every caller); no
+    database is touched (the engine connects lazily)."""
     unused = Path("/nonexistent/proctor-openapi")
     settings = Settings(  # type: ignore[call-arg]
         PROCTOR_DATABASE_URL=f"sqlite:///{unused}/p.db", data_dir=unused
