@@ -4,9 +4,14 @@ loopback, stopped by PID, so clusters of several modules (or xdist workers) live
 `ray stop --force` would kill every Ray process on the machine, another module's cluster
 included. Here each node is a `ray start` with ports of its own and a `--temp-dir` under
 the cluster's one short folder in /tmp (Ray's socket paths must stay short); `stop` ends
-only the processes whose command line names that folder or the cluster's GCS address, and
-everything below them (Ray's workers rename themselves `ray::...`, and jobs' entrypoints
-and their commands run under those workers): SIGTERM, then SIGKILL after a bounded wait.
+only the processes whose command line names that folder or a GCS address one of the
+cluster's heads was given, and everything below them (Ray's workers rename themselves
+`ray::...`, and jobs' entrypoints and their commands run under those workers): SIGTERM,
+then SIGKILL after a bounded wait, and fails if any is left (by those, or by `MARK` in
+its environment, which every node's processes inherit). A head's Ray client server
+(`ray.util.client.server`, which `ray start --head` always starts while `grpc` is installed)
+names only its GCS address, not the folder: a head that failed to start is ended by both,
+and its address stays the cluster's, so that nothing it started outlives the cluster.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ QUIET_ENV = {
 }
 """Ray settings that cut what its daemons do while idle, none of which the tests use:
 together, a third less CPU for an idle three-node cluster (0.057 to 0.041 CPU-s a second)."""
+MARK = "PROCTOR_TEST_RAY_CLUSTER"
+"""Set to the cluster's folder in every `ray start`'s environment: what its nodes' processes
+inherit, whatever their command line, so `stop` can tell that none outlived the cluster."""
 
 
 @dataclass
@@ -80,6 +88,9 @@ class RayCluster:
     cwd: Path
     """The folder every node runs in: where a job without a `working_dir` starts."""
     nodes: list[RayNode] = field(default_factory=list)
+    gcs_addresses: list[str] = field(default_factory=list)
+    """Every GCS address a head of the cluster was given (a retried head gets new ports):
+    the only thing that names some of a head's processes (its Ray client server)."""
 
     @property
     def address(self) -> str:
@@ -93,8 +104,7 @@ class RayCluster:
 
     def owns(self, cmdline: list[str]) -> bool:
         """Whether a process with this command line is one of this cluster's Ray processes."""
-        root = str(self.root)
-        return any(arg == root or f"{root}/" in arg or self.gcs_address in arg for arg in cmdline)
+        return _names(cmdline, self.root, [self.gcs_address, *self.gcs_addresses])
 
     def daemons(self) -> list[psutil.Process]:
         """This cluster's Ray daemons (GCS, raylets, dashboard, monitors): the live processes
@@ -129,7 +139,8 @@ class RayCluster:
 
     def stop(self, grace: float = 5.0) -> None:
         """End this cluster's processes (SIGTERM, then SIGKILL after `grace` seconds), and
-        remove its folder. Other clusters on the machine are left alone."""
+        remove its folder. Other clusters on the machine are left alone. Raises if any of
+        its processes is still alive afterwards (a process the cluster left behind)."""
         for _ in range(3):  # a process may start a child while the first ones are ending
             procs = self.processes()
             if not procs:
@@ -142,7 +153,52 @@ class RayCluster:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             psutil.wait_procs(alive, timeout=grace)
+        left = {p.pid: p for p in self.processes()}
+        left.update((p.pid, p) for p in self.marked())
         shutil.rmtree(self.root, ignore_errors=True)
+        if left:
+            named = _describe(list(left.values()))
+            for proc in left.values():  # (ended, so the next test runs on a clean machine)
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            raise RuntimeError(f"the Ray cluster left processes behind: {named}")
+
+    def marked(self) -> list[psutil.Process]:
+        """The live processes whose environment holds this cluster's `MARK`."""
+        found = []
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if proc.pid != os.getpid() and proc.environ().get(MARK) == str(self.root):
+                    found.append(proc)
+        return [p for p in found if _alive(p)]
+
+
+def _names(cmdline: list[str], folder: Path, addresses: list[str]) -> bool:
+    """Whether a command line names `folder` (or a path below it) or one of `addresses`."""
+    root = str(folder)
+    return any(
+        arg == root or f"{root}/" in arg or any(_ends_address(arg, a) for a in addresses)
+        for arg in cmdline
+    )
+
+
+def _ends_address(arg: str, address: str) -> bool:
+    """Whether `arg` holds `address` whole (`127.0.0.1:4000` is not in `127.0.0.1:40001`)."""
+    at = arg.find(address)
+    while at >= 0:
+        after = arg[at + len(address) : at + len(address) + 1]
+        if not after.isdigit():
+            return True
+        at = arg.find(address, at + 1)
+    return False
+
+
+def _describe(procs: list[psutil.Process]) -> str:
+    found = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            found.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
+    return "; ".join(found)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -193,7 +249,7 @@ def start_cluster(
     workdir = cwd or root / "cwd"
     workdir.mkdir(parents=True, exist_ok=True)
     cluster = RayCluster(root, gcs_port=free_port(), dashboard_port=free_port(), cwd=workdir)
-    env = {**os.environ, **QUIET_ENV}
+    env = {**os.environ, **QUIET_ENV, MARK: str(root)}
     env.pop("RAY_ADDRESS", None)
     try:
         for attempt in ("", "b"):
@@ -201,6 +257,7 @@ def start_cluster(
             cluster.nodes.append(head)
             if attempt:  # ports of its own: the first head's may not be free again yet
                 cluster.gcs_port, cluster.dashboard_port = free_port(), free_port()
+            cluster.gcs_addresses.append(cluster.gcs_address)
             head_args = ["--head", *_head_args(cluster), *_node_args(head, head_cpus)]
             if _start_node(cluster, head, head_args, workdir, env, alive=1, retry=not attempt):
                 break
@@ -255,17 +312,19 @@ def _start_node(
             raise RuntimeError(
                 f"`ray start` failed for the {node.name} node:\n{started.stdout}{started.stderr}"
             ) from None
-    _end(node.temp_dir)
+    # A head's Ray client server names only the head's GCS address, not its folder.
+    head = node.name.startswith("head")
+    _end(node.temp_dir, [cluster.gcs_address] if head else [])
     return False
 
 
-def _end(folder: Path) -> None:
-    """SIGKILL the processes whose command line names `folder` (a node's own), and below."""
-    root = str(folder)
+def _end(folder: Path, addresses: list[str]) -> None:
+    """SIGKILL the processes whose command line names `folder` (a node's own) or one of
+    `addresses` (a head's GCS address), and below."""
     found: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if any(arg == root or f"{root}/" in arg for arg in proc.info["cmdline"] or []):
+            if _names(proc.info["cmdline"] or [], folder, addresses):
                 found[proc.pid] = proc
                 found.update((c.pid, c) for c in proc.children(recursive=True))
     found.pop(os.getpid(), None)
