@@ -38,11 +38,10 @@ def test_it_is_built_once_and_then_reused_and_an_index_without_requirements_buil
     monkeypatch.setattr(harness, "_verifiers_installed", lambda: True)
     built: list[Path] = []
 
-    def build(target: Path, index: Path, wanted: list[str]) -> Path:
-        built.append(target)
-        target.mkdir()
-        (target / harness._READY).write_text("")
-        return target
+    def build(building: Path, index: Path, wanted: list[str]) -> bool:
+        built.append(building)
+        building.mkdir()
+        return True
 
     monkeypatch.setattr(harness, "_build", build)
     index = _index(tmp_path / "index")
@@ -50,13 +49,13 @@ def test_it_is_built_once_and_then_reused_and_an_index_without_requirements_buil
     key = harness.content_key(index, harness.requirements(index))
     assert harness.prepare(index, envs) == envs / key
     assert harness.prepare(index, envs) == envs / key
-    assert built == [envs / key]
+    assert built == [envs / f"{key}.building"]
     assert f"reusing verifiers' harness environment {key[:12]}" in capsys.readouterr().err
 
     bare = _index(tmp_path / "bare", requirements=None)
     assert harness.prepare(bare, envs) is None
     assert "build it again with `proctor envs harness-index`" in capsys.readouterr().err
-    assert built == [envs / key]
+    assert built == [envs / f"{key}.building"]
 
 
 def test_the_sandbox_sees_it_read_only_and_is_told_where(tmp_path: Path) -> None:

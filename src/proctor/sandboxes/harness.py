@@ -19,7 +19,6 @@ file, a failed build) each sandbox prepares its own, as before.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -31,14 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from proctor.sandboxes.prepared import build_once, say
+
 REQUIREMENTS_FILE = "harness-requirements.txt"
 """The chat harness program's requirements, one a line: in the index, and in each environment
 built from it (the verifiers driver checks them against the program it runs)."""
-_READY = ".proctor-ready"
-
-
-def _say(message: str) -> None:
-    print(f"proctor: {message}", file=sys.stderr, flush=True)
 
 
 def requirements(index: Path) -> list[str]:
@@ -62,12 +58,6 @@ def content_key(index: Path, wanted: list[str]) -> str:
     return digest.hexdigest()[:32]
 
 
-def ready(envs: Path, key: str) -> Path | None:
-    """The environment of `key`, when it is built and complete."""
-    target = envs / key
-    return target if (target / _READY).is_file() else None
-
-
 def prepare(index: Path, envs: Path) -> Path | None:
     """The environment built from `index` under `envs`: cached by content, or built now;
     None when there is none to give (each sandbox then prepares its own)."""
@@ -75,7 +65,7 @@ def prepare(index: Path, envs: Path) -> Path | None:
         return None  # no harness program runs here
     wanted = requirements(index)
     if not wanted:
-        _say(
+        say(
             f"the harness index {index} lists no requirements, so each sandbox prepares "
             "verifiers' harness itself; build it again with `proctor envs harness-index`"
         )
@@ -83,19 +73,14 @@ def prepare(index: Path, envs: Path) -> Path | None:
     try:
         key = content_key(index, wanted)
     except OSError as e:
-        _say(f"the harness index {index} could not be read ({e.strerror or e})")
+        say(f"the harness index {index} could not be read ({e.strerror or e})")
         return None
-    if (found := ready(envs, key)) is not None:
-        _say(f"reusing verifiers' harness environment {key[:12]}")
-        return found
-    envs.mkdir(parents=True, exist_ok=True)
-    with (envs / f"{key}.lock").open("w") as lock:
-        # One sandbox builds it; the others wait here and then reuse it.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (found := ready(envs, key)) is not None:
-            _say(f"reusing verifiers' harness environment {key[:12]}")
-            return found
-        return _build(envs / key, index, wanted)
+    return build_once(
+        envs,
+        key,
+        lambda building: _build(building, index, wanted),
+        reusing=f"reusing verifiers' harness environment {key[:12]}",
+    )
 
 
 def _verifiers_installed() -> bool:
@@ -108,16 +93,15 @@ def _uv() -> str | None:
     return str(here) if here.is_file() else shutil.which("uv")
 
 
-def _build(target: Path, index: Path, wanted: list[str]) -> Path | None:
-    """Build it aside, then rename it into place; None on failure (said)."""
+def _build(building: Path, index: Path, wanted: list[str]) -> bool:
+    """Install `wanted` from the index into `building` and compile it; False on failure
+    (said)."""
     uv = _uv()
     if uv is None:
-        _say("no `uv` beside the server, so each sandbox prepares verifiers' harness itself")
-        return None
+        say("no `uv` beside the server, so each sandbox prepares verifiers' harness itself")
+        return False
     started = time.monotonic()
-    building = target.with_name(f"{target.name}.building")
-    shutil.rmtree(building, ignore_errors=True)
-    _say(f"preparing verifiers' harness environment {target.name[:12]}")
+    say(f"preparing verifiers' harness environment {building.name.removesuffix('.building')[:12]}")
     with tempfile.TemporaryDirectory(prefix="proctor-harness-uv-") as cache:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "UV_CACHE_DIR": cache}
         python = building / "bin" / "python"
@@ -144,19 +128,8 @@ def _build(target: Path, index: Path, wanted: list[str]) -> Path | None:
             [*compile_all, *site_packages], stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
         ).returncode
     if code != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        _say(f"preparing verifiers' harness environment failed (exit {code}); see above")
-        return None
+        say(f"preparing verifiers' harness environment failed (exit {code}); see above")
+        return False
     (building / REQUIREMENTS_FILE).write_text("".join(f"{r}\n" for r in wanted))
-    (building / _READY).write_text(f"{time.time()}\n")
-    for root, dirs, files in os.walk(building):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)
-        for name in files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o755 if os.access(path, os.X_OK) else 0o644)
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)
-    _say(f"prepared verifiers' harness environment in {time.monotonic() - started:.1f}s")
-    return target
+    say(f"prepared verifiers' harness environment in {time.monotonic() - started:.1f}s")
+    return True

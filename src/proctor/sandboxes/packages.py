@@ -19,7 +19,6 @@ sees it read-only; the prefix inside then only finds it ready.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
 import runpy
@@ -34,10 +33,10 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from proctor.sandboxes.prepared import build_once, ready, say
+
 INSTALL_FAILED = 3
 """Exit code of a sandbox whose package could not be installed."""
-
-_READY = ".proctor-ready"
 
 
 def install_prefix(
@@ -62,10 +61,6 @@ def install_prefix(
     if index_url:
         words += ["--index-url", index_url]
     return " ".join(shlex.quote(w) for w in words) + " --"
-
-
-def _say(message: str) -> None:
-    print(f"proctor: {message}", file=sys.stderr, flush=True)
 
 
 def _sha256(path: Path) -> str:
@@ -128,12 +123,10 @@ def _pip(target: Path, index_url: str | None, *args: str) -> int:
     return done.returncode
 
 
-def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path | None:
-    """pip-install the wheel into `target` (built aside, then renamed); None on failure."""
+def _install(building: Path, wheel: Path, index_url: str | None, ref: str) -> bool:
+    """pip-install the wheel into `building`; False on failure (said)."""
     started = time.monotonic()
-    building = target.with_name(f"{target.name}.building")
-    shutil.rmtree(building, ignore_errors=True)
-    _say(f"installing {ref}")
+    say(f"installing {ref}")
     missing = _missing_requirements(wheel)
     if missing is None:
         code = _pip(building, index_url, str(wheel))
@@ -143,47 +136,30 @@ def _install(target: Path, wheel: Path, index_url: str | None, ref: str) -> Path
         if code == 0:
             code = _pip(building, index_url, "--no-deps", str(wheel))
     if code != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        _say(f"installing {ref} failed (pip exited {code}); see pip's output above")
-        return None
-    (building / _READY).write_text(f"{time.time()}\n")
-    for root, dirs, files in os.walk(building):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)
-        for name in files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o755 if os.access(path, os.X_OK) else 0o644)
-    shutil.rmtree(target, ignore_errors=True)
-    building.rename(target)
-    _say(f"installed {ref} in {time.monotonic() - started:.1f}s")
-    return target
-
-
-def ready(venvs: Path, sha256: str) -> Path | None:
-    """The package's directory, when it is built and complete."""
-    target = venvs / sha256
-    return target if (target / _READY).is_file() else None
+        say(f"installing {ref} failed (pip exited {code}); see pip's output above")
+        return False
+    say(f"installed {ref} in {time.monotonic() - started:.1f}s")
+    return True
 
 
 def prepare(
     wheel: Path, sha256: str, venvs: Path, *, cache: bool, index_url: str | None, ref: str
 ) -> Path | None:
     """The directory holding the wheel's packages: cached by its hash, or built afresh."""
+    reusing = f"reusing the environment of {ref} (cached by content hash)"
     if cache and (found := ready(venvs, sha256)) is not None:
-        _say(f"reusing the environment of {ref} (cached by content hash)")
+        say(reusing)
         return found
     if not wheel.is_file() or _sha256(wheel) != sha256:
-        _say(f"the stored package of {ref} is missing or does not match its SHA-256; push again")
+        say(f"the stored package of {ref} is missing or does not match its SHA-256; push again")
         return None
-    venvs.mkdir(parents=True, exist_ok=True)
-    with (venvs / f"{sha256}.lock").open("w") as lock:
-        # One sandbox builds it; the others wait here and then reuse it.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if cache and (found := ready(venvs, sha256)) is not None:
-            _say(f"reusing the environment of {ref} (cached by content hash)")
-            return found
-        return _install(venvs / sha256, wheel, index_url, ref)
+    return build_once(
+        venvs,
+        sha256,
+        lambda building: _install(building, wheel, index_url, ref),
+        reusing=reusing,
+        reuse=cache,
+    )
 
 
 _BOOT = """\
