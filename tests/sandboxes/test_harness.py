@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from proctor.envs.verifiers import _harness_index
 from proctor.sandboxes import confine, harness
 
 
@@ -22,6 +23,8 @@ def _index(folder: Path, requirements: str | None = "openai\nmcp==2.0.0\n") -> P
 
 
 def test_the_key_follows_the_requirements_and_the_index(tmp_path: Path) -> None:
+    # The file `proctor envs harness-index` writes is the one the launcher reads.
+    assert harness.REQUIREMENTS_FILE == _harness_index.REQUIREMENTS_FILE
     index = _index(tmp_path)
     wanted = harness.requirements(index)
     assert wanted == ["mcp==2.0.0", "openai"]

@@ -34,7 +34,8 @@ from proctor.sandboxes.prepared import build_once, say
 
 REQUIREMENTS_FILE = "harness-requirements.txt"
 """The chat harness program's requirements, one a line: in the index, and in each environment
-built from it (the verifiers driver checks them against the program it runs)."""
+built from it (the verifiers driver checks them against the program it runs). The name
+`proctor.envs.verifiers._harness_index` writes, stated again: the server may not import it."""
 
 
 def requirements(index: Path) -> list[str]:
