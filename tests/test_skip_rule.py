@@ -3,6 +3,9 @@ on a workstation and fails under CI, where scripts/test installs every one."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.support import tools
@@ -30,3 +33,30 @@ def test_elsewhere_a_missing_tool_skips(monkeypatch: pytest.MonkeyPatch, value: 
 
 def test_a_present_tool_is_found() -> None:
     assert tools.tool("sh").endswith("/sh")
+
+
+def test_every_skip_goes_through_the_rule() -> None:
+    """A test that skips by itself (`pytest.importorskip`, `pytest.skip`, a `skipif`) would
+    skip under CI too, hiding a missing feature: each goes through `tests.support.tools`."""
+    tests = Path(__file__).parent
+    own = {tests / "support" / "tools.py", Path(__file__)}
+    found = [
+        f"{path.relative_to(tests)}:{number}"
+        for path in sorted(tests.rglob("*.py"))
+        if path not in own and "fixtures" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"pytest\.(importorskip|skip)\(|mark\.skip(if)?\b", line)
+    ]
+    assert not found, f"skips outside tests.support.tools: {found}"
+
+
+def test_a_missing_package_skips_elsewhere_and_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no_such_package_4e1f is not importable"):
+        tools.package("no_such_package_4e1f")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="no_such_package_4e1f is not importable"):
+        tools.package("no_such_package_4e1f")
+    assert tools.package("json").dumps([]) == "[]"

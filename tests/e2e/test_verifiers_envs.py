@@ -26,6 +26,7 @@ import pytest
 import tomli_w
 from tests.envs.verifiers_fixtures import offline_env_args, python_path, write_datasets
 from tests.eval.helpers import cli_env, start_demo_model
+from tests.support import tools
 from tests.support.forks import Forked, ForkServer
 from tests.support.platform import Platform, start_platform
 from tests.test_docs import ENV_DOC, code_block
@@ -33,7 +34,7 @@ from tests.test_docs import ENV_DOC, code_block
 from proctor.contract import Sample
 from proctor.projection import project_episode
 
-pytest.importorskip("verifiers")
+tools.package("verifiers")
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 VF_EVAL = str(Path(sys.executable).parent / "vf-eval")

@@ -21,9 +21,10 @@ from tests.e2e.hosted_helpers import wait_closed
 from tests.e2e.test_hub import evaluation_id, make_key, prime, proctor
 from tests.e2e.verifiers_hub import launcher_environment, project, share
 from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, write_datasets
+from tests.support import tools
 from tests.support.platform import Platform, start_platform
 
-pytest.importorskip("verifiers")
+tools.package("verifiers")
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 ENVS = ("glossary", "scratchpad", "reverse-text", "alphabet-sort")

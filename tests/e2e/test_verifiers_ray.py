@@ -19,12 +19,13 @@ from tests.e2e.hosted_helpers import wait_closed
 from tests.e2e.test_hub import evaluation_id, make_key, prime
 from tests.e2e.verifiers_hub import launcher_environment, project, share
 from tests.envs.verifiers_fixtures import SUBPROCESS_RUNTIME, write_datasets
+from tests.support import tools
 from tests.support.platform import start_platform
 from tests.support.procs import PROCTOR, ManagedProcess
 from tests.support.ray import RayCluster, ray_cluster
 
-pytest.importorskip("verifiers")
-pytest.importorskip("ray")
+tools.package("verifiers")
+tools.package("ray")
 pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.timeout(1800)]
 
 DEADLINE_S = 900.0

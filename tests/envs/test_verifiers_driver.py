@@ -23,7 +23,7 @@ from proctor.projection import project_episode, project_record
 from tests.envs.verifiers_fixtures import ENVS_DIR, SUBPROCESS_RUNTIME, use_vendored_envs
 from tests.support import tools
 
-pytest.importorskip("verifiers")
+tools.package("verifiers")
 
 
 @pytest.fixture(autouse=True)

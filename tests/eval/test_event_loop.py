@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from proctor.eval import event_loop
+from tests.support import tools
 
 _left: list[asyncio.subprocess.Process] = []
 """Processes an "environment" keeps after its rollout was cancelled, as a harness may."""
@@ -52,6 +53,6 @@ async def _which_loop() -> type:
 
 
 def test_the_loop_is_uvloop_unless_the_environment_spawns_processes() -> None:
-    uvloop = pytest.importorskip("uvloop")  # an optional extra (the oldest tier lacks it)
+    uvloop = tools.package("uvloop")  # a dependency wherever it installs (not on Windows)
     assert event_loop.run(_which_loop(), stdlib=False) is uvloop.Loop
     assert issubclass(event_loop.run(_which_loop(), stdlib=True), asyncio.SelectorEventLoop)

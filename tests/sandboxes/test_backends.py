@@ -15,6 +15,7 @@ from proctor.sandboxes.guard import END_MARKER
 from proctor.sandboxes.local import LocalSandbox
 from proctor.sandboxes.sandbox import SandboxHandle
 from proctor.server.hosted.settings import LauncherSettings, backend_variables
+from tests.support import tools
 
 
 def test_the_registered_backends() -> None:
@@ -98,7 +99,7 @@ def test_a_ray_jobs_log_served_without_its_end_keeps_the_failure_ray_wrote_on_it
     """Ray's job API may serve an ended job's log with only its first line (the submitting
     node's copy); the supervisor's failure message, written where the job ran, holds the
     log's last lines, so a failed shard's error keeps its output."""
-    submission = pytest.importorskip("ray.job_submission")
+    submission = tools.package("ray.job_submission")
     tail = f"TypeError: Object of type set is not JSON serializable\n{END_MARKER} 1"
 
     class ServedLate:

@@ -20,6 +20,7 @@ from proctor.sandboxes.guard import (
     RAY_JOB_CONFIG,
     WORKDIR_METADATA_KEY,
 )
+from tests.support import tools
 from tests.support.procs import gone, read_pid
 
 GUARD = [sys.executable, "-m", "proctor.sandboxes.guard"]
@@ -94,7 +95,7 @@ def test_a_ray_job_carries_the_sandbox_files_to_the_guard(
 ) -> None:
     # The Ray backend's half, with the job API stood in for: what it submits is what the
     # guard, started by Ray with that metadata, writes beside the command.
-    pytest.importorskip("ray.job_submission")
+    tools.package("ray.job_submission")
     from proctor.sandboxes.ray_jobs import RaySandbox
     from proctor.sandboxes.sandbox import SandboxSpec
 

@@ -1,5 +1,6 @@
 """Tests that need a tool on the machine (bubblewrap, tinyproxy, openssl, chromium, axe-core,
-Ray, a host that can confine sandboxes) skip on a workstation without it and fail under CI.
+Ray, verifiers, a host that can confine sandboxes) skip on a workstation without it and fail
+under CI.
 
 `scripts/test` installs every one of them before the suite runs, so in CI (`CI` set to
 anything but empty, `0`, `false` or `no`) a missing tool is a missing feature: the test fails
@@ -8,8 +9,10 @@ with the reason instead of hiding behind a skip.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+from types import ModuleType
 from typing import NoReturn
 
 import pytest
@@ -26,7 +29,7 @@ def missing(reason: str) -> NoReturn:
     """Skip the test for `reason` on a workstation; fail it under CI."""
     if in_ci():
         pytest.fail(f"{reason} (under CI a missing tool fails the test)", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def require(problem: str | None) -> None:
@@ -42,6 +45,15 @@ def tool(name: str, hint: str = "scripts/test installs it") -> str:
     if path is None:
         missing(f"{name} is not installed ({hint})")
     return path
+
+
+def package(name: str, hint: str = "scripts/test installs it") -> ModuleType:
+    """The module `name` of an optional extra (verifiers, ray); skips the test (or a whole
+    module, at its top) without it, or fails it under CI, as `pytest.importorskip` would not."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing(f"{name} is not importable ({e}; {hint})")
 
 
 def confinable() -> None:
