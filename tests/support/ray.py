@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,23 +175,13 @@ class RayCluster:
 
 
 def _names(cmdline: list[str], folder: Path, addresses: list[str]) -> bool:
-    """Whether a command line names `folder` (or a path below it) or one of `addresses`."""
+    """Whether a command line names `folder` (or a path below it) or one of `addresses`, whole
+    (`127.0.0.1:4000` is not in `127.0.0.1:40001`)."""
     root = str(folder)
+    whole = [re.escape(address) + r"(?!\d)" for address in addresses]
     return any(
-        arg == root or f"{root}/" in arg or any(_ends_address(arg, a) for a in addresses)
-        for arg in cmdline
+        arg == root or f"{root}/" in arg or any(re.search(w, arg) for w in whole) for arg in cmdline
     )
-
-
-def _ends_address(arg: str, address: str) -> bool:
-    """Whether `arg` holds `address` whole (`127.0.0.1:4000` is not in `127.0.0.1:40001`)."""
-    at = arg.find(address)
-    while at >= 0:
-        after = arg[at + len(address) : at + len(address) + 1]
-        if not after.isdigit():
-            return True
-        at = arg.find(address, at + 1)
-    return False
 
 
 def _describe(procs: list[psutil.Process]) -> str:
