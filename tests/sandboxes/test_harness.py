@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.envs.verifiers import _harness_index
+from proctor.envs.verifiers import _harness_index, _prepared_harness
 from proctor.sandboxes import confine, harness
 
 
@@ -23,8 +23,10 @@ def _index(folder: Path, requirements: str | None = "openai\nmcp==2.0.0\n") -> P
 
 
 def test_the_key_follows_the_requirements_and_the_index(tmp_path: Path) -> None:
-    # The file `proctor envs harness-index` writes is the one the launcher reads.
+    # The file `proctor envs harness-index` writes is the one the launcher reads, and the
+    # driver reads the variable the confinement sets (named twice: the layers forbid an import).
     assert harness.REQUIREMENTS_FILE == _harness_index.REQUIREMENTS_FILE
+    assert confine.HARNESS_VARIABLE == _prepared_harness.VARIABLE
     index = _index(tmp_path)
     wanted = harness.requirements(index)
     assert wanted == ["mcp==2.0.0", "openai"]
