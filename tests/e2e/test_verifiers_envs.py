@@ -70,6 +70,14 @@ def _start(
     return forks.start(entry, argv, cwd=cwd, log=cwd / log, env=env)
 
 
+def _vf_eval(forks: ForkServer, args: list[str], cwd: Path, log: str) -> Forked:
+    """`vf-eval ARGS` as a user runs it: from the activated venv that installed verifiers,
+    whose `bin` holds the `uv` vf-eval prepares its harness programs with. (The test's own
+    PATH need not have it: `proctor eval` is checked to find that `uv` unactivated.)"""
+    path = f"{Path(VF_EVAL).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return _start(forks, "verifiers.v1.cli.eval.main:main", [VF_EVAL, *args], cwd, log, PATH=path)
+
+
 def _proctor(forks: ForkServer, args: list[str], cwd: Path, log: str, **extra: str) -> Forked:
     """`proctor ARGS`, as the `proctor` console script runs it."""
     return _start(forks, "proctor.cli.main:main", [PROCTOR, *args], cwd, log, **extra)
@@ -221,8 +229,8 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
     examples, rollouts = (5, 1) if name == "glossary" else (2, 2)
     # Both at once: each spends most of its time preparing its harness program.
     vf_flags = ["-n", str(examples), "-r", str(rollouts), "--no-push", "--no-rich", "-o", "out"]
-    vf_args = [VF_EVAL, "@", "eval.toml", *vf_flags, "--run.name", "r"]
-    vf_eval = _start(forks, "verifiers.v1.cli.eval.main:main", vf_args, theirs, "vf-eval.log")
+    vf_args = ["@", "eval.toml", *vf_flags, "--run.name", "r"]
+    vf_eval = _vf_eval(forks, vf_args, theirs, "vf-eval.log")
     # At temperature 0 the demo model's answer is a function of the request alone.
     pushed = {"PROCTOR_API_URL": plat.url, "PROCTOR_API_KEY": plat.api_key}
     if name == "glossary":
@@ -238,6 +246,9 @@ def test_proctor_eval_scores_as_vf_eval_does_on_two_workers_onto_the_platform(
         )
     assert _finish(proctor) == 0, proctor.output()
     assert _finish(vf_eval) == 0, vf_eval.output()[-3000:]
+    # vf-eval exits 0 with errored rollouts: a broken reference must not pass as a score.
+    broken = [r["errors"] for r in _records(theirs / "out" / "r") if not r["ok"]]
+    assert not broken, broken
     if name != "glossary":  # the workers are forks of the run, which loaded the environment
         log = (ours / "out" / "r" / "logs" / "eval.log").read_text()
         assert all(f"worker {n} (pid {pid}, forked)" in log for n, pid in _workers(log)), log
