@@ -1,5 +1,5 @@
 """The house rule for tests that need a tool (`tests.support.tools`): a missing tool skips
-on a workstation and fails under CI, where scripts/test installs every one."""
+in a bare run on a workstation and fails under CI or scripts/test, which install every one."""
 
 from __future__ import annotations
 
@@ -18,6 +18,21 @@ def test_under_ci_a_missing_tool_fails(monkeypatch: pytest.MonkeyPatch, value: s
         tools.tool("no-such-tool-4e1f")
     with pytest.raises(pytest.fail.Exception, match="under CI a missing tool fails the test"):
         tools.require("bubblewrap cannot create namespaces")
+
+
+@pytest.fixture(autouse=True)
+def bare_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a bare `pytest` run: not under scripts/test, which says it installed every tool."""
+    monkeypatch.delenv(tools.INSTALLED, raising=False)
+
+
+def test_under_scripts_test_a_missing_tool_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv(tools.INSTALLED, "installed")
+    with pytest.raises(pytest.fail.Exception, match="scripts/test installed every tool"):
+        tools.tool("no-such-tool-4e1f")
+    with pytest.raises(pytest.fail.Exception, match="no_such_package_4e1f is not importable"):
+        tools.package("no_such_package_4e1f")
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "false", "no"])

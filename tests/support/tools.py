@@ -1,10 +1,11 @@
 """Tests that need a tool on the machine (bubblewrap, tinyproxy, openssl, chromium, axe-core,
-Ray, verifiers, a host that can confine sandboxes) skip on a workstation without it and fail
-under CI.
+Ray, verifiers, PostgreSQL, a host that can confine sandboxes) fail without it wherever the
+suite was promised every tool, and skip only in a bare `pytest` run on a workstation.
 
-`scripts/test` installs every one of them before the suite runs, so in CI (`CI` set to
-anything but empty, `0`, `false` or `no`) a missing tool is a missing feature: the test fails
-with the reason instead of hiding behind a skip.
+`scripts/test` (the README's test command, and CI's) installs and starts every one of them
+before the suite runs, and says so to the tests (`PROCTOR_TEST_TOOLS=installed`); CI (`CI` set
+to anything but empty, `0`, `false` or `no`) promises the same. There a missing tool is a
+missing feature: the test fails with the reason instead of hiding behind a skip.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import NoReturn
 import pytest
 
 NOT_CI = ("", "0", "false", "no")
+INSTALLED = "PROCTOR_TEST_TOOLS"
+"""Set to `installed` by `scripts/test` (as root) once it has installed every tool."""
 
 
 def in_ci() -> bool:
@@ -26,9 +29,13 @@ def in_ci() -> bool:
 
 
 def missing(reason: str) -> NoReturn:
-    """Skip the test for `reason` on a workstation; fail it under CI."""
+    """Skip the test for `reason` in a bare run on a workstation; fail it under CI or
+    `scripts/test`, which installed every tool."""
     if in_ci():
         pytest.fail(f"{reason} (under CI a missing tool fails the test)", pytrace=False)
+    if os.environ.get(INSTALLED) == "installed":
+        why = "scripts/test installed every tool, so a missing one fails the test"
+        pytest.fail(f"{reason} ({why})", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
 
 
