@@ -103,34 +103,32 @@ def _build(building: Path, index: Path, wanted: list[str]) -> bool:
         return False
     started = time.monotonic()
     say(f"preparing verifiers' harness environment {building.name.removesuffix('.building')[:12]}")
+    python = building / "bin" / "python"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = building / "lib" / version / "site-packages"
+    quiet = ["-q", "--no-config"]
+    offline = [
+        "--offline",
+        "--only-binary",
+        ":all:",
+        "--default-index",
+        (index / "simple").as_uri(),
+    ]
+    steps = [
+        [uv, "venv", *quiet, "--relocatable", "--python", sys.executable, str(building)],
+        [uv, "pip", "install", *quiet, *offline, "--python", str(python), *wanted],
+        # The environment's interpreter is this one: compiled with -S, so no `.pth` runs.
+        [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0", str(site_packages)],
+    ]
     with tempfile.TemporaryDirectory(prefix="proctor-harness-uv-") as cache:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "UV_CACHE_DIR": cache}
-        python = building / "bin" / "python"
-        steps = [
-            [uv, "venv", "-q", "--no-config", "--relocatable", "--python", sys.executable],
-            [uv, "pip", "install", "-q", "--no-config", "--offline", "--only-binary", ":all:"],
-        ]
-        steps[0].append(str(building))
-        steps[1] += ["--python", str(python), "--default-index", (index / "simple").as_uri()]
-        steps[1] += wanted
-        code = 0
         for step in steps:
             sys.stderr.flush()
-            code = subprocess.run(
-                step, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
-            ).returncode
-            if code != 0:
-                break
-    if code == 0:
-        # This interpreter is the environment's (same version): -S, so no `.pth` runs.
-        site_packages = [str(p) for p in building.glob("lib/python*/site-packages")]
-        compile_all = [sys.executable, "-I", "-S", "-m", "compileall", "-q", "-j", "0"]
-        code = subprocess.run(
-            [*compile_all, *site_packages], stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False
-        ).returncode
-    if code != 0:
-        say(f"preparing verifiers' harness environment failed (exit {code}); see above")
-        return False
+            run = subprocess.run(step, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr)
+            if run.returncode != 0:
+                failed = f"failed (exit {run.returncode}); see above"
+                say(f"preparing verifiers' harness environment {failed}")
+                return False
     (building / REQUIREMENTS_FILE).write_text("".join(f"{r}\n" for r in wanted))
     say(f"prepared verifiers' harness environment in {time.monotonic() - started:.1f}s")
     return True
