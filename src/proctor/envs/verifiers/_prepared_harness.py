@@ -20,7 +20,7 @@ from pathlib import Path
 from proctor.envs.verifiers._harness_index import (
     REQUIREMENTS_FILE,
     chat_program,
-    script_dependencies,
+    chat_program_requirements,
 )
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,7 @@ def adopt_prepared_harness() -> Path | None:
         listed = (prepared / REQUIREMENTS_FILE).read_text().split()
     except OSError:
         return None
-    source = chat_program()
-    if sorted(listed) != sorted(set(script_dependencies(source))) or not python.exists():
+    if sorted(set(listed)) != chat_program_requirements() or not python.exists():
         logger.info("the prepared harness environment %s does not fit; not using it", prepared)
         return None
     from verifiers.v1.runtimes.subprocess import SubprocessRuntime
@@ -50,6 +49,7 @@ def adopt_prepared_harness() -> Path | None:
     interpreters = getattr(SubprocessRuntime, "_interpreters", None)
     if not isinstance(interpreters, dict):
         return None
+    source = chat_program()
     digest = hashlib.sha256(source.encode()).hexdigest()
     path = f"{SubprocessRuntime.scripts_dir}/{digest}.py"  # as verifiers names it
     Path(path).parent.mkdir(parents=True, exist_ok=True)
